@@ -1,0 +1,43 @@
+# Podium's two entry points are `make demo` and `make test`; every other target
+# is a step they share. Each step is idempotent, so a fresh clone and a warm
+# checkout run the same commands.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test lint typecheck unit integration e2e bench controlplane venv clean
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+controlplane: $(STAMP)
+	$(PY) -m podium.devcluster build
+
+demo: controlplane
+	$(PY) -m podium demo
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check operator tests bench
+	$(VENV)/bin/ruff format --check operator tests bench
+
+typecheck: $(STAMP)
+	mkdir -p .mypy-src && ln -sfn ../operator .mypy-src/podium
+	$(VENV)/bin/mypy -p podium
+
+unit: $(STAMP)
+	$(PY) -m pytest tests/unit -q
+
+test: controlplane lint typecheck
+	$(PY) -m pytest tests -q -ra $(PYTEST_ARGS)
+
+bench: controlplane
+	$(PY) -m bench $(BENCH_ARGS)
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,47 @@
+"""Podium: a Kubernetes pod scheduler written in Python, on kopf.
+
+The public API is small: the pieces a policy author or an embedding program
+needs. Everything else is internal and may change.
+"""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from podium.algorithm import Diagnosis, Placement, Scheduler
+from podium.cache import Cache
+from podium.framework import (
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    PreFilterResult,
+    Rejection,
+    ScorePlugin,
+)
+from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.policy import PolicyError, build_profile, default_profile
+from podium.profile import Profile
+from podium.snapshot import Snapshot
+
+__all__ = [
+    "Cache",
+    "ClusterEvent",
+    "Cycle",
+    "Diagnosis",
+    "FilterPlugin",
+    "NodeInfo",
+    "Placement",
+    "PodInfo",
+    "PolicyError",
+    "PreFilterResult",
+    "Profile",
+    "Rejection",
+    "ScorePlugin",
+    "Scheduler",
+    "Snapshot",
+    "__version__",
+    "build_profile",
+    "default_profile",
+    "parse_node",
+    "parse_pod",
+]

@@ -1,0 +1,5 @@
+import sys
+
+from podium.cli import main
+
+sys.exit(main())

@@ -1,0 +1,217 @@
+"""One scheduling decision: findNodesThatFit, then score, then select.
+
+Pure and synchronous: given a profile, a snapshot and a pod it returns a
+node or a diagnosis, so the live scheduler, ``podium explain`` and ``podium
+simulate`` all run exactly this code.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from podium.framework import Cycle, IndexArray, IntArray
+from podium.objects import PodInfo
+from podium.profile import Profile
+from podium.snapshot import Snapshot
+
+__all__ = [
+    "NO_NODES_MSG",
+    "Diagnosis",
+    "Placement",
+    "num_feasible_nodes_to_find",
+    "schedule",
+]
+
+NO_NODES_MSG = "no nodes available to schedule pods"
+MIN_FEASIBLE_NODES = 100
+MIN_FEASIBLE_PERCENTAGE = 5
+
+# Node status codes in Diagnosis.status.
+FEASIBLE, UNSCHEDULABLE, UNRESOLVABLE, UNSEEN = 0, 1, 2, 3
+
+
+@dataclass(slots=True)
+class Diagnosis:
+    """Why no node fits: kube-scheduler's FitError, plus per-node detail for explain."""
+
+    num_all_nodes: int
+    status: np.ndarray
+    plugin: np.ndarray
+    reasons: Counter[str] = field(default_factory=Counter)
+    rejected_by: set[str] = field(default_factory=set)
+    prefilter_msg: str = ""
+    prefilter_plugin: str = ""
+    post_filter_msg: str = ""
+
+    def message(self) -> str:
+        """FitError.Error(): counts sorted as strings, exactly like sort.Strings."""
+        msg = f"0/{self.num_all_nodes} nodes are available:"
+        if self.prefilter_msg:
+            msg += f" {self.prefilter_msg}."
+        else:
+            histogram = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
+            if histogram:
+                msg += " " + ", ".join(histogram) + "."
+        if self.post_filter_msg:
+            msg += f" {self.post_filter_msg}"
+        return msg
+
+
+@dataclass(slots=True)
+class Placement:
+    """The outcome of one attempt; ``node`` is empty when the pod fits nowhere."""
+
+    node: str = ""
+    diagnosis: Diagnosis | None = None
+    evaluated: int = 0
+    feasible: int = 0
+    candidates: IndexArray | None = None
+    totals: IntArray | None = None
+    plugin_scores: dict[str, IntArray] = field(default_factory=dict)
+    nominated: str = ""
+
+
+def num_feasible_nodes_to_find(percentage: int, total: int) -> int:
+    """numFeasibleNodesToFind: all nodes below 100, else an adaptive share, at least 100."""
+    if total < MIN_FEASIBLE_NODES:
+        return total
+    if percentage <= 0:
+        percentage = max(50 - total // 125, MIN_FEASIBLE_PERCENTAGE)
+    if percentage >= 100:
+        return total
+    return max(total * percentage // 100, MIN_FEASIBLE_NODES)
+
+
+class Scheduler:
+    """Holds the round-robin start index that successive cycles share."""
+
+    def __init__(self, rng: random.Random | None = None) -> None:
+        self.next_start = 0
+        self.rng = rng or random.Random()
+
+    def schedule(
+        self, profile: Profile, snapshot: Snapshot, pod: PodInfo, *, record: bool = False
+    ) -> Placement:
+        return schedule(profile, snapshot, pod, self, record=record)
+
+
+def _run_filters(
+    profile: Profile, cycle: Cycle, nodes: IndexArray, diagnosis: Diagnosis | None
+) -> IndexArray:
+    """Every filter in order over the still-feasible nodes; the first rejection wins."""
+    alive = nodes
+    for position, plugin in enumerate(profile.filters):
+        if alive.size == 0:
+            break
+        rejections = plugin.filter(cycle, alive)
+        if not rejections:
+            continue
+        rejected = np.zeros(alive.size, dtype=bool)
+        unresolvable = np.zeros(alive.size, dtype=bool)
+        for rejection in rejections:
+            rejected |= rejection.mask
+            if rejection.unresolvable:
+                unresolvable |= rejection.mask
+            if diagnosis is not None:
+                diagnosis.reasons[rejection.reason] += int(rejection.mask.sum())
+        if diagnosis is not None and rejected.any():
+            hit = alive[rejected]
+            diagnosis.status[hit] = np.where(unresolvable[rejected], UNRESOLVABLE, UNSCHEDULABLE)
+            diagnosis.plugin[hit] = position
+            diagnosis.rejected_by.add(plugin.name)
+        alive = alive[~rejected]
+    return alive
+
+
+def schedule(
+    profile: Profile,
+    snapshot: Snapshot,
+    pod: PodInfo,
+    state: Scheduler,
+    *,
+    record: bool = False,
+) -> Placement:
+    total = len(snapshot)
+    cycle = Cycle(pod, snapshot)
+    diagnosis = Diagnosis(
+        num_all_nodes=total,
+        status=np.full(total, UNSEEN, dtype=np.int8),
+        plugin=np.full(total, -1, dtype=np.int16),
+    )
+    allowed: frozenset[str] | None = None
+    for plugin in profile.filters:
+        result = plugin.pre_filter(cycle)
+        if result is None:
+            continue
+        if result.reject:
+            diagnosis.prefilter_msg = result.reject
+            diagnosis.prefilter_plugin = plugin.name
+            diagnosis.rejected_by.add(plugin.name)
+            diagnosis.status[:] = UNRESOLVABLE if result.unresolvable else UNSCHEDULABLE
+            return Placement(diagnosis=diagnosis)
+        if result.node_names is not None:
+            allowed = result.node_names if allowed is None else allowed & result.node_names
+            diagnosis.rejected_by.add(plugin.name)
+
+    order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
+    if allowed is not None:
+        keep = np.fromiter((snapshot.names[i] in allowed for i in order), bool, count=total)
+        excluded = order[~keep]
+        diagnosis.status[excluded] = UNRESOLVABLE
+        if excluded.size:
+            names = ", ".join(sorted(diagnosis.rejected_by))
+            diagnosis.reasons[f"node(s) didn't satisfy plugin(s) [{names}]"] += int(excluded.size)
+        order = order[keep]
+
+    wanted = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, order.size)
+    if not profile.scores:
+        wanted = min(wanted, 1)
+    chunk = max(wanted + wanted // 4, 128)
+    feasible: list[IndexArray] = []
+    found = 0
+    processed = 0
+    for start in range(0, order.size, chunk):
+        nodes = order[start : start + chunk]
+        fit = _run_filters(profile, cycle, nodes, diagnosis)
+        if found + fit.size >= wanted:
+            fit = fit[: wanted - found]
+            last = int(np.flatnonzero(nodes == fit[-1])[0]) if fit.size else -1
+            processed = start + last + 1
+            feasible.append(fit)
+            found = wanted
+            break
+        feasible.append(fit)
+        found += fit.size
+        processed = start + nodes.size
+    if total:
+        state.next_start = (state.next_start + processed) % total
+
+    candidates = np.concatenate(feasible) if feasible else np.zeros(0, dtype=np.intp)
+    placement = Placement(evaluated=processed, feasible=int(candidates.size))
+    if candidates.size == 0:
+        placement.diagnosis = diagnosis
+        return placement
+    if candidates.size == 1 and not record:
+        placement.node = snapshot.names[int(candidates[0])]
+        placement.candidates = candidates
+        return placement
+
+    totals = np.zeros(candidates.size, dtype=np.int64)
+    for scorer, weight in profile.scores:
+        if not scorer.pre_score(cycle, candidates):
+            continue
+        raw = scorer.score(cycle, candidates)
+        normalized = scorer.normalize(cycle, candidates, raw)
+        totals += normalized * weight
+        if record:
+            placement.plugin_scores[scorer.name] = normalized
+    best = np.flatnonzero(totals == totals.max())
+    choice = int(best[state.rng.randrange(best.size)]) if best.size > 1 else int(best[0])
+    placement.node = snapshot.names[int(candidates[choice])]
+    placement.candidates = candidates
+    placement.totals = totals
+    return placement

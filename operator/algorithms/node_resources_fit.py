@@ -1,0 +1,184 @@
+"""NodeResourcesFit: requests must fit in free allocatable; scoring strategies.
+
+The filter uses the pod's real requests. Scoring follows
+``resourceAllocationScorer``: cpu and memory count containers without a
+request as 100m / 200Mi, and extended resources the pod does not ask for are
+left out of the score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from podium.algorithms import register
+from podium.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    IndexArray,
+    IntArray,
+    Rejection,
+    ScorePlugin,
+)
+
+TOO_MANY_PODS = "Too many pods"
+DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
+DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, 10), (100, 0))
+# Keeps (allocatable - requested) * 100 inside int64 for absurd node sizes.
+_CLIP = 2**56
+_NATIVE = frozenset({"cpu", "memory", "ephemeral-storage"})
+
+
+def requested_and_allocatable(
+    cycle: Cycle, nodes: IndexArray, resource: str, use_requested: bool
+) -> tuple[IntArray, IntArray]:
+    """calculateResourceAllocatableRequest: what the node would have requested with this pod."""
+    snap, pod = cycle.snapshot, cycle.pod
+    col = snap.resource_column(resource)
+    zeros = np.zeros(len(nodes), dtype=np.int64)
+    if col is None:
+        return zeros, zeros
+    allocatable = np.minimum(snap.allocatable[nodes, col], _CLIP)
+    if resource == "cpu" and not use_requested:
+        requested = snap.nonzero_cpu[nodes] + pod.nonzero_cpu
+    elif resource == "memory" and not use_requested:
+        requested = snap.nonzero_memory[nodes] + pod.nonzero_memory
+    else:
+        amount = pod.requests.get(resource, 0)
+        if amount == 0 and resource not in _NATIVE:
+            return zeros, zeros
+        requested = snap.requested[nodes, col] + amount
+    return np.minimum(requested, _CLIP), allocatable
+
+
+def resource_weights(args: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    raw: Sequence[Mapping[str, Any]] = args.get("resources") or ()
+    if not raw:
+        return DEFAULT_RESOURCES
+    return tuple((str(r["name"]), int(r.get("weight") or 1)) for r in raw)
+
+
+def _broken_linear(shape: Sequence[tuple[int, int]], p: IntArray) -> IntArray:
+    """helper.BuildBrokenLinearFunction over an array, with scores scaled to 0..100."""
+    scale = MAX_NODE_SCORE // 10
+    points = [(u, s * scale) for u, s in shape]
+    out = np.full(p.shape, points[-1][1], dtype=np.int64)
+    done = np.zeros(p.shape, dtype=bool)
+    for i, (u, s) in enumerate(points):
+        hit = (p <= u) & ~done
+        if i == 0:
+            out[hit] = s
+        else:
+            u0, s0 = points[i - 1]
+            out[hit] = s0 + (s - s0) * (p[hit] - u0) // (u - u0)
+        done |= hit
+    return out
+
+
+def _go_div(a: IntArray, b: IntArray) -> IntArray:
+    """Go's truncating integer division (numpy floors)."""
+    q = np.abs(a) // np.maximum(np.abs(b), 1)
+    return np.where((a < 0) ^ (b < 0), -q, q)
+
+
+@register
+class NodeResourcesFit(FilterPlugin, ScorePlugin):
+    name = "NodeResourcesFit"
+    description = (
+        "Filter: requests fit in allocatable minus requested, and the pod-count limit. "
+        "Score: LeastAllocated (default), MostAllocated or RequestedToCapacityRatio."
+    )
+    default_weight = 1
+    events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_ALLOCATABLE | ClusterEvent.ASSIGNED_POD_DELETE
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        self.strategy = str(self.args.get("strategy") or "LeastAllocated")
+        self.resources = resource_weights(self.args)
+        shape = self.args.get("shape") or ()
+        self.shape = (
+            tuple((int(p["utilization"]), int(p["score"])) for p in shape)
+            if shape
+            else DEFAULT_SHAPE
+        )
+        self.ignored = frozenset(self.args.get("ignoredResources") or ())
+        self.ignored_groups = frozenset(self.args.get("ignoredResourceGroups") or ())
+
+    def _ignored(self, resource: str) -> bool:
+        if resource in _NATIVE or "/" not in resource or resource.startswith("kubernetes.io/"):
+            return False
+        return resource in self.ignored or resource.split("/", 1)[0] in self.ignored_groups
+
+    def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
+        snap = cycle.snapshot
+        out: list[Rejection] = []
+        full = snap.pod_count[nodes] + 1 > snap.max_pods[nodes]
+        if full.any():
+            out.append(Rejection(TOO_MANY_PODS, full))
+        for resource, amount in cycle.pod.requests.items():
+            if amount <= 0 or self._ignored(resource):
+                continue
+            col = snap.resource_column(resource)
+            if col is None:
+                mask = np.ones(len(nodes), dtype=bool)
+            else:
+                mask = amount > snap.allocatable[nodes, col] - snap.requested[nodes, col]
+            if mask.any():
+                out.append(Rejection(f"Insufficient {resource}", mask))
+        return out
+
+    def explain(self, cycle: Cycle, node: int) -> str:
+        snap, pod = cycle.snapshot, cycle.pod
+        parts = []
+        if snap.pod_count[node] + 1 > snap.max_pods[node]:
+            parts.append(f"{snap.pod_count[node]} of {snap.max_pods[node]} pods already")
+        for resource, amount in pod.requests.items():
+            col = snap.resource_column(resource)
+            free = 0 if col is None else int(snap.allocatable[node, col] - snap.requested[node, col])
+            if amount > 0 and amount > free and not self._ignored(resource):
+                parts.append(
+                    f"needs {format_amount(resource, amount)} {resource}, "
+                    f"{format_amount(resource, max(free, 0))} free"
+                )
+        return "; ".join(parts)
+
+    def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
+        total = np.zeros(len(nodes), dtype=np.int64)
+        weights = np.zeros(len(nodes), dtype=np.int64)
+        for resource, weight in self.resources:
+            requested, allocatable = requested_and_allocatable(cycle, nodes, resource, False)
+            present = allocatable != 0
+            safe = np.where(present, allocatable, 1)
+            if self.strategy == "MostAllocated":
+                part = np.minimum(requested, allocatable) * MAX_NODE_SCORE // safe
+            elif self.strategy == "RequestedToCapacityRatio":
+                over = requested > allocatable
+                utilization = np.where(over, 100, requested * 100 // safe)
+                part = _broken_linear(self.shape, utilization)
+                present &= part > 0
+            else:
+                part = np.where(
+                    requested > allocatable, 0, (allocatable - requested) * MAX_NODE_SCORE // safe
+                )
+            total += np.where(present, part * weight, 0)
+            weights += np.where(present, weight, 0)
+        if self.strategy == "RequestedToCapacityRatio":
+            ratio = total / np.maximum(weights, 1)
+            rounded = np.floor(ratio + 0.5).astype(np.int64)
+            return np.where(weights == 0, 0, rounded)
+        return np.where(weights == 0, 0, _go_div(total, np.maximum(weights, 1)))
+
+
+def format_amount(resource: str, amount: int) -> str:
+    """Human units: cpu from millicores, byte resources in Gi/Mi/Ki."""
+    if resource == "cpu":
+        return f"{amount / 1000:g}"
+    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
+        for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if amount >= size:
+                return f"{amount / size:.4g}{unit}"
+    return str(amount)

@@ -1,0 +1,30 @@
+"""NodeUnschedulable: cordoned nodes take only pods that tolerate the cordon taint."""
+
+from __future__ import annotations
+
+
+from podium.algorithms import register
+from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.objects import Taint
+
+REASON = "node(s) were unschedulable"
+_CORDON = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")
+
+
+@register
+class NodeUnschedulable(FilterPlugin):
+    name = "NodeUnschedulable"
+    description = "Rejects nodes with spec.unschedulable unless the pod tolerates the cordon."
+    events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_TAINT
+
+    def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
+        if any(t.tolerates(_CORDON) for t in cycle.pod.tolerations):
+            return []
+        mask = cycle.snapshot.unschedulable[nodes]
+        return [Rejection(REASON, mask, unresolvable=True)] if mask.any() else []
+
+    def explain(self, cycle: Cycle, node: int) -> str:
+        return "node is cordoned (spec.unschedulable) and the pod does not tolerate it"
+
+
+

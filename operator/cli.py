@@ -1,0 +1,136 @@
+"""The ``podium`` command line.
+
+Exit codes: 0 success, 1 runtime failure, 2 bad usage (argparse), 130 when
+interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+from collections.abc import Sequence
+
+from podium import __version__
+
+__all__ = ["main"]
+
+
+def _positive(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from exc
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
+    return number
+
+
+def _port(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {value!r}") from exc
+    if not 0 <= number <= 65535:
+        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value!r}")
+    return number
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="podium", description="A Kubernetes pod scheduler.")
+    parser.add_argument("--version", action="version", version=f"podium {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    run = sub.add_parser("run", help="run the scheduler against a cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
+    run.add_argument("--context", help="kubeconfig context")
+    run.add_argument("--scheduler-name", default="podium", help="built-in profile's schedulerName")
+    run.add_argument("--workers", type=_positive, default=1, help="scheduling loops")
+    run.add_argument("--metrics-port", type=_port, default=0, help="/metrics, /healthz, /readyz")
+    run.add_argument("--metrics-host", default="0.0.0.0", help="address for the metrics endpoint")
+    run.add_argument("--watch-timeout", type=_positive, default=300,
+                     help="seconds before a watch is re-established")
+    run.add_argument("--max-binds-in-flight", type=_positive, default=256)
+    run.add_argument("--log-format", choices=("json", "console"), default="json")
+    run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
+
+    sub.add_parser("plugins", help="list the filter and score plugins")
+    demo = sub.add_parser("demo", help="start a local control plane and watch Podium bind pods")
+    demo.add_argument("--pods", type=_positive, default=12)
+    demo.add_argument("--nodes", type=_positive, default=3)
+    return parser
+
+
+def _run(args: argparse.Namespace) -> int:
+    from podium.logs import configure_logging
+    from podium.runtime import RunOptions, run_operator
+
+    configure_logging(args.log_format, args.log_level)
+    options = RunOptions(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        scheduler_name=args.scheduler_name,
+        workers=args.workers,
+        metrics_host=args.metrics_host,
+        metrics_port=args.metrics_port,
+        watch_timeout=float(args.watch_timeout),
+        max_binds_in_flight=args.max_binds_in_flight,
+    )
+
+    async def main() -> int:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        return await run_operator(options, stop)
+
+    try:
+        import uvloop
+
+        return uvloop.run(main())
+    except FileNotFoundError as exc:
+        print(f"podium: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:
+        if type(exc).__name__ == "ConfigException":
+            print(f"podium: cannot load cluster credentials: {exc}", file=sys.stderr)
+            return 1
+        raise
+
+
+def _plugins() -> int:
+    from podium.algorithms import FILTERS, SCORES
+    from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
+
+    weights = dict(DEFAULT_SCORES)
+    print(f"{'PLUGIN':34} {'FILTER':7} {'SCORE':6} {'WEIGHT':7} DESCRIPTION")
+    for name in sorted(set(FILTERS) | set(SCORES)):
+        cls = FILTERS.get(name) or SCORES[name]
+        is_filter = "yes" if name in FILTERS else "-"
+        is_score = "yes" if name in SCORES else "-"
+        default = name in DEFAULT_FILTERS or name in weights
+        weight = str(weights.get(name, "-")) if name in SCORES else "-"
+        marker = "" if default else " (optional)"
+        print(f"{name:34} {is_filter:7} {is_score:6} {weight:7} {cls.description}{marker}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "run":
+            return _run(args)
+        if args.command == "plugins":
+            return _plugins()
+        if args.command == "demo":
+            from podium.demo import run_demo
+
+            return run_demo(nodes=args.nodes, pods=args.pods)
+    except KeyboardInterrupt:
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

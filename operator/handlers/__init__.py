@@ -1,0 +1,14 @@
+"""kopf watch handlers: translate events into cache updates and queue pushes.
+
+Only ``kopf.on.event`` handlers are used on Nodes and Pods: they store
+nothing on the objects (no annotations, no finalizers, no progress), which
+change-detection handlers would do on every user pod.
+"""
+
+from __future__ import annotations
+
+from podium.handlers.nodes import register_nodes
+from podium.handlers.pods import register_pods
+from podium.handlers.policies import register_policies
+
+__all__ = ["register_nodes", "register_pods", "register_policies"]

@@ -1,0 +1,21 @@
+"""Node events → cache."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import kopf
+import structlog
+
+from podium.scheduler import PodiumScheduler
+
+log = structlog.get_logger("podium.handlers.nodes")
+
+
+def register_nodes(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -> None:
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    def node_event(event: kopf.RawEvent, **_: Any) -> None:
+        try:
+            scheduler.on_node(event.get("type"), event.get("object") or {})
+        except Exception:  # a poison object must never stop the watch
+            log.exception("node_event_failed")

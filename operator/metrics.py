@@ -1,0 +1,69 @@
+"""Prometheus metrics with kube-scheduler's names where the meaning matches."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+__all__ = ["Metrics"]
+
+_DURATION_BUCKETS = (0.0005, 0.001, 0.002, 0.004, 0.008, 0.016, 0.032, 0.064, 0.128, 0.256, 0.512, 1.0, 2.0, 5.0, 10.0)
+_SLI_BUCKETS = (0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92, 163.84, 327.68)
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.attempts = Counter(
+            "scheduler_schedule_attempts_total",
+            "Number of attempts to schedule pods, by the result.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.attempt_duration = Histogram(
+            "scheduler_scheduling_attempt_duration_seconds",
+            "Scheduling attempt latency in seconds (scheduling algorithm + binding).",
+            ["result", "profile"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.pending = Gauge(
+            "scheduler_pending_pods",
+            "Number of pending pods, by the queue type.",
+            ["queue"],
+            registry=r,
+        )
+        self.sli = Histogram(
+            "scheduler_pod_scheduling_sli_duration_seconds",
+            "E2e latency for a pod being scheduled, from the time the pod enters the queue.",
+            ["attempts"],
+            buckets=_SLI_BUCKETS,
+            registry=r,
+        )
+        self.extension_point = Histogram(
+            "scheduler_framework_extension_point_duration_seconds",
+            "Latency for running all plugins of a specific extension point.",
+            ["extension_point", "status", "profile"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.bind_results = Counter(
+            "podium_bind_results_total",
+            "Outcomes of Binding calls.",
+            ["outcome"],
+            registry=r,
+        )
+        self.policy_reloads = Counter(
+            "podium_policy_reloads_total",
+            "SchedulerPolicy loads, by the result.",
+            ["result"],
+            registry=r,
+        )
+        self.cache_nodes = Gauge("podium_cache_nodes", "Nodes in the cache.", registry=r)
+        self.cache_pods = Gauge("podium_cache_pods", "Pods in the cache.", ["state"], registry=r)
+        self.flushed = Counter(
+            "scheduler_pod_scheduled_after_flush_total",
+            "Pods scheduled after being moved by the periodic unschedulable flush.",
+            registry=r,
+        )
+        self.leader = Gauge("podium_leader", "1 while this replica holds the lease.", registry=r)

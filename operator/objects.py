@@ -1,0 +1,359 @@
+"""Typed views of the Pod and Node objects the scheduler reads.
+
+Watch events carry raw JSON. Each object is parsed once, when its event
+arrives, into a slotted dataclass; plugins then read fields instead of
+walking dicts on every scheduling cycle. Parsing never raises for shapes the
+API server can produce: unknown or malformed values become a recorded
+``problem`` so that one poison object cannot stop the scheduler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from podium.quantity import QuantityError, to_int, to_milli
+
+__all__ = [
+    "DEFAULT_MEMORY_REQUEST",
+    "DEFAULT_MILLI_CPU_REQUEST",
+    "HostPort",
+    "NodeInfo",
+    "PodInfo",
+    "Taint",
+    "Toleration",
+    "normalize_image",
+    "parse_node",
+    "parse_pod",
+]
+
+# Scoring treats a container without a request as asking for this much
+# (pkg/scheduler/util/pod_resources.go), so empty pods still spread out.
+DEFAULT_MILLI_CPU_REQUEST = 100
+DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
+
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+Json = Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    value: str
+    effect: str
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str
+    operator: str
+    value: str
+    effect: str
+
+    def tolerates(self, taint: Taint) -> bool:
+        """Toleration.ToleratesTaint; tolerationSeconds does not matter for scheduling."""
+        if self.effect and self.effect != taint.effect:
+            return False
+        if self.key and self.key != taint.key:
+            return False
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
+
+
+@dataclass(frozen=True, slots=True)
+class HostPort:
+    protocol: str
+    host_ip: str
+    port: int
+
+
+@dataclass(slots=True)
+class PodInfo:
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    node_name: str
+    priority: int
+    created: float
+    labels: dict[str, str]
+    requests: dict[str, int]
+    nonzero_cpu: int
+    nonzero_memory: int
+    best_effort: bool
+    host_ports: tuple[HostPort, ...]
+    node_selector: dict[str, str]
+    affinity: dict[str, Any]
+    tolerations: tuple[Toleration, ...]
+    topology_spread: tuple[dict[str, Any], ...]
+    volumes: tuple[dict[str, Any], ...]
+    images: tuple[str, ...]
+    scheduling_gates: tuple[str, ...]
+    phase: str
+    deleting: bool
+    nominated_node: str
+    preemption_policy: str
+    resource_version: str
+    conditions: dict[str, dict[str, Any]]
+    raw: Json
+    problem: str = ""
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def terminal(self) -> bool:
+        return self.phase in TERMINAL_PHASES
+
+    @property
+    def bound(self) -> bool:
+        return bool(self.node_name)
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """One Node as the API server reports it; usage lives in the cache."""
+
+    name: str
+    uid: str
+    labels: dict[str, str]
+    taints: tuple[Taint, ...]
+    unschedulable: bool
+    allocatable: dict[str, int]
+    conditions: dict[str, str]
+    images: dict[str, int]
+    raw: Json
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def zone(self) -> str:
+        region = self.labels.get("topology.kubernetes.io/region", "")
+        zone = self.labels.get("topology.kubernetes.io/zone", "")
+        return f"{region}:\x00:{zone}" if region or zone else ""
+
+
+def _parse_time(value: object) -> float:
+    if not isinstance(value, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+def _dict(value: object) -> dict[str, Any]:
+    return dict(value) if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return list(value) if isinstance(value, list) else []
+
+
+def _str_map(value: object) -> dict[str, str]:
+    return {str(k): str(v) for k, v in _dict(value).items()}
+
+
+def _resource_list(value: object, problems: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, quantity in _dict(value).items():
+        try:
+            amount = to_milli(quantity) if name == "cpu" else to_int(quantity)
+        except QuantityError as exc:
+            problems.append(f"{name}: {exc}")
+            continue
+        if amount < 0:
+            problems.append(f"{name}: negative quantity {quantity!r}")
+            amount = 0
+        out[str(name)] = amount
+    return out
+
+
+def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
+    for name, amount in extra.items():
+        total[name] = total.get(name, 0) + amount
+
+
+def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, amount in other.items():
+        if amount > total.get(name, 0):
+            total[name] = amount
+
+
+def _pod_requests(
+    spec: Json, problems: list[str], defaults: Mapping[str, int] | None
+) -> dict[str, int]:
+    """resourcehelper.PodRequests: containers, sidecars, the largest init step, overhead.
+
+    With ``defaults``, a container missing a cpu or memory request counts as
+    the default instead (NonMissingContainerRequests), as scoring does.
+    """
+
+    def container_requests(container: object) -> dict[str, int]:
+        reqs = _resource_list(_dict(_dict(container).get("resources")).get("requests"), problems)
+        if defaults is not None:
+            for name, amount in defaults.items():
+                reqs.setdefault(name, amount)
+        return reqs
+
+    total: dict[str, int] = {}
+    for container in _list(spec.get("containers")):
+        _add(total, container_requests(container))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in _list(spec.get("initContainers")):
+        reqs = container_requests(container)
+        if _dict(container).get("restartPolicy") == "Always":
+            _add(total, reqs)
+            _add(sidecars, reqs)
+            step = dict(sidecars)
+        else:
+            step = dict(sidecars)
+            _add(step, reqs)
+        _max_into(init_peak, step)
+    _max_into(total, init_peak)
+    _add(total, _resource_list(spec.get("overhead"), problems))
+    total.pop("pods", None)
+    return total
+
+
+def _best_effort(spec: Json) -> bool:
+    for container in _list(spec.get("containers")) + _list(spec.get("initContainers")):
+        resources = _dict(_dict(container).get("resources"))
+        for part in ("requests", "limits"):
+            values = _dict(resources.get(part))
+            if "cpu" in values or "memory" in values:
+                return False
+    return True
+
+
+def _host_ports(spec: Json) -> tuple[HostPort, ...]:
+    ports: list[HostPort] = []
+    containers = _list(spec.get("containers")) + [
+        c for c in _list(spec.get("initContainers")) if _dict(c).get("restartPolicy") == "Always"
+    ]
+    for container in containers:
+        for port in _list(_dict(container).get("ports")):
+            port = _dict(port)
+            host_port = port.get("hostPort")
+            if isinstance(host_port, int) and host_port > 0:
+                ports.append(
+                    HostPort(
+                        str(port.get("protocol") or "TCP"),
+                        str(port.get("hostIP") or "0.0.0.0"),
+                        host_port,
+                    )
+                )
+    return tuple(ports)
+
+
+def parse_toleration(raw: object) -> Toleration:
+    item = _dict(raw)
+    return Toleration(
+        key=str(item.get("key") or ""),
+        operator=str(item.get("operator") or ""),
+        value=str(item.get("value") or ""),
+        effect=str(item.get("effect") or ""),
+    )
+
+
+def normalize_image(name: str) -> str:
+    """Image names without a tag mean ``:latest`` (ImageLocality's normalizedImageName)."""
+    if name.rfind(":") <= name.rfind("/"):
+        return name + ":latest"
+    return name
+
+
+def parse_pod(body: Json) -> PodInfo:
+    meta = _dict(body.get("metadata"))
+    spec = _dict(body.get("spec"))
+    status = _dict(body.get("status"))
+    problems: list[str] = []
+    requests = _pod_requests(spec, problems, None)
+    nonzero = _pod_requests(
+        spec, [], {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
+    )
+    priority = spec.get("priority")
+    containers = _list(spec.get("initContainers")) + _list(spec.get("containers"))
+    conditions = {
+        str(c.get("type")): dict(c) for c in _list(status.get("conditions")) if isinstance(c, dict)
+    }
+    return PodInfo(
+        uid=str(meta.get("uid") or ""),
+        namespace=str(meta.get("namespace") or "default"),
+        name=str(meta.get("name") or ""),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        created=_parse_time(meta.get("creationTimestamp")),
+        labels=_str_map(meta.get("labels")),
+        requests=requests,
+        nonzero_cpu=nonzero.get("cpu", 0),
+        nonzero_memory=nonzero.get("memory", 0),
+        best_effort=_best_effort(spec),
+        host_ports=_host_ports(spec),
+        node_selector=_str_map(spec.get("nodeSelector")),
+        affinity=_dict(spec.get("affinity")),
+        tolerations=tuple(parse_toleration(t) for t in _list(spec.get("tolerations"))),
+        topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
+        volumes=tuple(_dict(v) for v in _list(spec.get("volumes"))),
+        images=tuple(
+            normalize_image(str(_dict(c).get("image")))
+            for c in containers
+            if _dict(c).get("image")
+        ),
+        scheduling_gates=tuple(
+            str(_dict(g).get("name") or "") for g in _list(spec.get("schedulingGates"))
+        ),
+        phase=str(status.get("phase") or ""),
+        deleting=bool(meta.get("deletionTimestamp")),
+        nominated_node=str(status.get("nominatedNodeName") or ""),
+        preemption_policy=str(spec.get("preemptionPolicy") or "PreemptLowerPriority"),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        conditions=conditions,
+        raw=body,
+        problem="; ".join(problems),
+    )
+
+
+def parse_node(body: Json) -> NodeInfo:
+    meta = _dict(body.get("metadata"))
+    spec = _dict(body.get("spec"))
+    status = _dict(body.get("status"))
+    problems: list[str] = []
+    taints = []
+    for raw in _list(spec.get("taints")):
+        item = _dict(raw)
+        taints.append(
+            Taint(
+                key=str(item.get("key") or ""),
+                value=str(item.get("value") or ""),
+                effect=str(item.get("effect") or ""),
+            )
+        )
+    images: dict[str, int] = {}
+    for image in _list(status.get("images")):
+        image = _dict(image)
+        size = image.get("sizeBytes")
+        size = size if isinstance(size, int) and size > 0 else 0
+        for name in _list(image.get("names")):
+            images[normalize_image(str(name))] = size
+    conditions = {
+        str(_dict(c).get("type")): str(_dict(c).get("status"))
+        for c in _list(status.get("conditions"))
+    }
+    return NodeInfo(
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        labels=_str_map(meta.get("labels")),
+        taints=tuple(taints),
+        unschedulable=bool(spec.get("unschedulable")),
+        allocatable=_resource_list(status.get("allocatable"), problems),
+        conditions=conditions,
+        images=images,
+        raw=body,
+        problems=problems,
+    )

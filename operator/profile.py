@@ -1,0 +1,67 @@
+"""A profile: the plugins and knobs one schedulerName runs with.
+
+Built from a SchedulerPolicy (see ``policy.py``) or from defaults equal to
+kube-scheduler's default profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from podium.framework import ClusterEvent, FilterPlugin, ScorePlugin
+
+__all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORES", "Profile"]
+
+# kube-scheduler's default Filter order (default_plugins.go), with Podium's
+# NodeConditions after TaintToleration: tainted NotReady nodes then report the
+# taint, as kube-scheduler does, and untainted ones still get rejected.
+DEFAULT_FILTERS: tuple[str, ...] = (
+    "NodeName",
+    "NodeUnschedulable",
+    "TaintToleration",
+    "NodeConditions",
+    "NodeAffinity",
+    "NodePorts",
+    "NodeResourcesFit",
+    "VolumeRestrictions",
+    "NodeVolumeLimits",
+    "VolumeBinding",
+    "VolumeZone",
+    "PodTopologySpread",
+    "InterPodAffinity",
+)
+DEFAULT_SCORES: tuple[tuple[str, int], ...] = (
+    ("TaintToleration", 3),
+    ("NodeAffinity", 2),
+    ("PodTopologySpread", 2),
+    ("InterPodAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("NodeResourcesBalancedAllocation", 1),
+    ("ImageLocality", 1),
+)
+
+
+@dataclass(slots=True)
+class Profile:
+    scheduler_name: str = "podium"
+    filters: list[FilterPlugin] = field(default_factory=list)
+    scores: list[tuple[ScorePlugin, int]] = field(default_factory=list)
+    percentage_of_nodes_to_score: int = 0
+    parallelism: int = 16
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+    unschedulable_flush: float = 300.0
+    post_success_events: bool = True
+    dry_run: bool = False
+    preemption: bool = True
+    min_candidate_nodes_percentage: int = 10
+    min_candidate_nodes_absolute: int = 100
+    policy: str = ""
+    generation: int = 0
+
+    def interest(self) -> dict[str, ClusterEvent]:
+        """Which cluster events each filter wants, for moving unschedulable pods."""
+        return {p.name: p.events for p in self.filters}
+
+    def plugin_names(self) -> list[str]:
+        return [p.name for p in self.filters] + [p.name for p, _ in self.scores]

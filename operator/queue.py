@@ -1,0 +1,275 @@
+"""The scheduling queue: activeQ, backoffQ, unschedulable pods, and the gated set.
+
+Modelled on kube-scheduler's PriorityQueue. Every pod the scheduler knows to
+be pending lives in exactly one place, and every path out of a scheduling
+attempt leads back into the queue (``requeue``) or out of it because the pod
+was bound or deleted (``done``/``delete``). That is the invariant whose
+absence caused kube-scheduler #49314.
+
+- activeQ: higher ``spec.priority`` first, then earlier creation.
+- backoffQ: pods whose last attempt failed, released after 1s, 2s, 4s ... up
+  to the maximum.
+- unschedulable: pods no node fits; they move back when a cluster event that
+  one of their rejecting plugins cares about arrives, or after the leftover
+  flush interval as a safety net.
+- gated: pods with scheduling gates; they spend no cycles until the last
+  gate is removed.
+
+An event that arrives while a pod is being scheduled is remembered through
+the move-request cycle, so a pod that then fails goes to backoffQ instead of
+waiting for an event that has already passed (kube-scheduler #72925).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+from podium.framework import ClusterEvent
+from podium.objects import PodInfo
+
+__all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue"]
+
+Where = Literal["active", "backoff", "unschedulable", "gated", "in_flight"]
+
+
+@dataclass(slots=True)
+class QueueSettings:
+    initial_backoff: float = 1.0
+    max_backoff: float = 10.0
+    unschedulable_flush: float = 300.0
+    flush_period: float = 30.0
+
+
+@dataclass(slots=True)
+class QueuedPod:
+    pod: PodInfo
+    attempts: int = 0
+    added: float = field(default_factory=time.monotonic)
+    first_attempt: float = 0.0
+    last_failure: float = 0.0
+    cycle: int = 0
+    rejected_by: frozenset[str] = frozenset()
+    error: bool = False
+    where: Where = "active"
+    # A newer copy of the pod that arrived while this one was in flight.
+    pending_update: PodInfo | None = None
+
+
+class SchedulingQueue:
+    def __init__(
+        self,
+        settings: QueueSettings | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.settings = settings or QueueSettings()
+        self.clock = clock
+        self.entries: dict[str, QueuedPod] = {}
+        self._active: list[tuple[int, float, int, str]] = []
+        self._backoff: list[tuple[float, int, str]] = []
+        self._seq = itertools.count()
+        self._wakeup = asyncio.Event()
+        self._backoff_changed = asyncio.Event()
+        self.scheduling_cycle = 0
+        self.move_request_cycle = -1
+        self.interest: dict[str, ClusterEvent] = {}
+        self.closed = False
+
+    # -- counts ----------------------------------------------------------------
+    def counts(self) -> dict[str, int]:
+        out = {"active": 0, "backoff": 0, "unschedulable": 0, "gated": 0, "in_flight": 0}
+        for entry in self.entries.values():
+            out[entry.where] += 1
+        return out
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self.entries
+
+    # -- placement ---------------------------------------------------------------
+    def _push_active(self, entry: QueuedPod) -> None:
+        entry.where = "active"
+        pod = entry.pod
+        heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
+        self._wakeup.set()
+
+    def _backoff_duration(self, attempts: int) -> float:
+        duration = self.settings.initial_backoff
+        for _ in range(1, attempts):
+            duration *= 2
+            if duration >= self.settings.max_backoff:
+                return self.settings.max_backoff
+        return min(duration, self.settings.max_backoff)
+
+    def _push_backoff(self, entry: QueuedPod) -> None:
+        expiry = entry.last_failure + self._backoff_duration(entry.attempts)
+        if expiry <= self.clock():
+            self._push_active(entry)
+            return
+        entry.where = "backoff"
+        heapq.heappush(self._backoff, (expiry, next(self._seq), entry.pod.uid))
+        self._backoff_changed.set()
+
+    def _place(self, entry: QueuedPod) -> None:
+        if entry.pod.scheduling_gates:
+            entry.where = "gated"
+        elif entry.attempts == 0:
+            self._push_active(entry)
+        else:
+            self._push_backoff(entry)
+
+    # -- pod events ----------------------------------------------------------------
+    def add(self, pod: PodInfo) -> None:
+        """A pending pod was seen (new, or updated) by the watch."""
+        entry = self.entries.get(pod.uid)
+        if entry is None:
+            entry = self.entries[pod.uid] = QueuedPod(pod, added=self.clock())
+            self._place(entry)
+            return
+        if entry.where == "in_flight":
+            entry.pending_update = pod
+            return
+        was_gated = entry.where == "gated"
+        changed = _spec_changed(entry.pod, pod)
+        entry.pod = pod
+        if was_gated and not pod.scheduling_gates:
+            self._push_active(entry)
+        elif entry.where == "unschedulable" and changed:
+            # An update to the pod itself may make it fit (UpdatePodToleration, ...).
+            self._push_backoff(entry)
+        elif not was_gated and pod.scheduling_gates:
+            entry.where = "gated"
+
+    def delete(self, uid: str) -> None:
+        """The pod was deleted, bound elsewhere, or no longer asks for this scheduler."""
+        entry = self.entries.pop(uid, None)
+        if entry is not None:
+            entry.where = "gated"  # heap entries for it are skipped from now on
+
+    # -- the scheduling loop ------------------------------------------------------------
+    async def pop(self) -> QueuedPod:
+        while True:
+            while self._active:
+                _, _, _, uid = heapq.heappop(self._active)
+                entry = self.entries.get(uid)
+                if entry is None or entry.where != "active":
+                    continue
+                self.scheduling_cycle += 1
+                entry.cycle = self.scheduling_cycle
+                entry.where = "in_flight"
+                entry.attempts += 1
+                if entry.first_attempt == 0.0:
+                    entry.first_attempt = self.clock()
+                return entry
+            if self.closed:
+                raise asyncio.CancelledError
+            self._wakeup.clear()
+            await self._wakeup.wait()
+
+    def requeue(
+        self, entry: QueuedPod, rejected_by: frozenset[str] = frozenset(), error: bool = False
+    ) -> None:
+        """Return a pod after a failed attempt: backoffQ, or unschedulable until an event."""
+        if self.entries.get(entry.pod.uid) is not entry:
+            return  # deleted while in flight
+        if entry.pending_update is not None:
+            entry.pod, entry.pending_update = entry.pending_update, None
+        entry.rejected_by = rejected_by
+        entry.error = error
+        entry.last_failure = self.clock()
+        if entry.pod.scheduling_gates:
+            entry.where = "gated"
+        elif error or not rejected_by or self.move_request_cycle >= entry.cycle:
+            self._push_backoff(entry)
+        else:
+            entry.where = "unschedulable"
+
+    def done(self, uid: str) -> None:
+        """The pod was bound (or assumed and handed to the binder)."""
+        self.entries.pop(uid, None)
+
+    def retry_now(self, entry: QueuedPod) -> None:
+        """Back into activeQ at once; used when a policy for the pod appears."""
+        if self.entries.get(entry.pod.uid) is entry and entry.where != "in_flight":
+            self._push_active(entry)
+
+    # -- cluster events -------------------------------------------------------------------
+    def on_event(self, event: ClusterEvent) -> int:
+        """Move unschedulable pods whose rejecting plugins care about ``event``."""
+        self.move_request_cycle = self.scheduling_cycle
+        moved = 0
+        for entry in list(self.entries.values()):
+            if entry.where != "unschedulable":
+                continue
+            if any(self.interest.get(p, ClusterEvent(0)) & event for p in entry.rejected_by):
+                self._push_backoff(entry)
+                moved += 1
+        return moved
+
+    def flush_backoff(self) -> float | None:
+        """Release expired backoffs; returns seconds until the next expiry."""
+        now = self.clock()
+        while self._backoff:
+            expiry, _, uid = self._backoff[0]
+            entry = self.entries.get(uid)
+            if entry is None or entry.where != "backoff":
+                heapq.heappop(self._backoff)
+                continue
+            if expiry > now:
+                return expiry - now
+            heapq.heappop(self._backoff)
+            self._push_active(entry)
+        return None
+
+    def flush_unschedulable(self) -> int:
+        """Safety net: pods unschedulable for longer than the flush interval get another try."""
+        now = self.clock()
+        moved = 0
+        for entry in list(self.entries.values()):
+            if (
+                entry.where == "unschedulable"
+                and now - entry.last_failure >= self.settings.unschedulable_flush
+            ):
+                self._push_backoff(entry)
+                moved += 1
+        return moved
+
+    async def run_timers(self) -> None:
+        """Background task: backoff expiry and the periodic unschedulable flush."""
+        next_flush = self.clock() + self.settings.flush_period
+        while not self.closed:
+            wait = self.flush_backoff()
+            until_flush = next_flush - self.clock()
+            if until_flush <= 0:
+                self.flush_unschedulable()
+                next_flush = self.clock() + self.settings.flush_period
+                continue
+            timeout = until_flush if wait is None else min(wait, until_flush)
+            self._backoff_changed.clear()
+            try:
+                await asyncio.wait_for(self._backoff_changed.wait(), timeout=max(timeout, 0.001))
+            except TimeoutError:
+                pass
+
+    def close(self) -> None:
+        self.closed = True
+        self._wakeup.set()
+        self._backoff_changed.set()
+
+
+def _spec_changed(old: PodInfo, pod: PodInfo) -> bool:
+    return (
+        old.tolerations != pod.tolerations
+        or old.node_selector != pod.node_selector
+        or old.affinity != pod.affinity
+        or old.requests != pod.requests
+        or old.labels != pod.labels
+        or old.topology_spread != pod.topology_spread
+    )

@@ -1,0 +1,145 @@
+"""Wiring: credentials, the scheduler, kopf handlers, and the HTTP endpoints."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+import kopf
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from podium.binder import Binder
+from podium.handlers import register_nodes, register_pods, register_policies
+from podium.kube import Credentials, KubeClient, load_credentials
+from podium.metrics import Metrics
+from podium.policy import default_profile
+from podium.scheduler import PodiumScheduler
+
+__all__ = ["RunOptions", "build_registry", "run_operator"]
+
+log = structlog.get_logger("podium.runtime")
+
+
+@dataclass(slots=True)
+class RunOptions:
+    kubeconfig: str | None = None
+    context: str | None = None
+    scheduler_name: str = "podium"
+    workers: int = 1
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 0  # 0 disables the endpoint
+    watch_timeout: float = 300.0
+    max_binds_in_flight: int = 256
+    instance: str = field(default_factory=socket.gethostname)
+
+
+def build_registry(
+    scheduler: PodiumScheduler, client: KubeClient, creds: Credentials, options: RunOptions
+) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        return kopf.ConnectionInfo(
+            server=creds.server,
+            ca_path=creds.ca_path,
+            insecure=creds.insecure,
+            token=creds.token,
+            certificate_path=creds.cert_path,
+            private_key_path=creds.key_path,
+        )
+
+    @kopf.on.startup(registry=registry)
+    def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
+        # No kopf Events or state on objects; the scheduler reports for itself.
+        settings.posting.enabled = False
+        settings.scanning.disabled = True
+        # A silently stalled watch stream is dropped and re-established (kopf #585, #810).
+        settings.watching.server_timeout = int(options.watch_timeout)
+        settings.watching.client_timeout = int(options.watch_timeout) + 30
+        settings.watching.connect_timeout = 30
+        # Events are level-triggered; a short window keeps bind confirmations prompt.
+        settings.batching.batch_window = 0.01
+        settings.networking.request_timeout = 60
+
+    register_nodes(registry, scheduler)
+    register_pods(registry, scheduler)
+    register_policies(registry, scheduler, client, options.scheduler_name)
+    return registry
+
+
+async def _serve_http(
+    options: RunOptions, metrics: Metrics, ready: asyncio.Event
+) -> web.AppRunner | None:
+    if not options.metrics_port:
+        return None
+
+    async def metrics_view(_: web.Request) -> web.Response:
+        body = generate_latest(metrics.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        return web.Response(text="ok") if ready.is_set() else web.Response(status=503, text="starting")
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics_view)
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, options.metrics_host, options.metrics_port).start()
+    return runner
+
+
+async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -> int:
+    """Run until ``stop`` is set or a fatal error; returns the process exit code."""
+    creds = await load_credentials(options.kubeconfig, options.context)
+    client = KubeClient(creds, pool_size=max(16, options.max_binds_in_flight))
+    metrics = Metrics()
+    binder = Binder(client, options.instance, max_in_flight=options.max_binds_in_flight)
+    scheduler = PodiumScheduler(
+        binder, {options.scheduler_name: default_profile(options.scheduler_name)}, metrics,
+        workers=options.workers,
+    )
+    registry = build_registry(scheduler, client, creds, options)
+    ready = asyncio.Event()
+    stop_flag = stop or asyncio.Event()
+    runner = await _serve_http(options, metrics, ready)
+    logging.getLogger("kopf.activities.startup").setLevel(logging.WARNING)
+    operator = asyncio.create_task(
+        kopf.operator(
+            registry=registry,
+            clusterwide=True,
+            standalone=True,
+            stop_flag=stop_flag,
+            ready_flag=ready,
+        )
+    )
+    core = asyncio.create_task(scheduler.run())
+    log.info("podium_started", scheduler_name=options.scheduler_name, server=creds.server)
+    try:
+        done, _ = await asyncio.wait({operator, core}, return_when=asyncio.FIRST_COMPLETED)
+        for task in done:
+            if task.exception() is not None:
+                log.error("podium_stopped", error=repr(task.exception()))
+                return 1
+        return 0
+    finally:
+        stop_flag.set()
+        core.cancel()
+        with contextlib.suppress(BaseException):
+            await asyncio.wait_for(operator, timeout=10)
+        with contextlib.suppress(BaseException):
+            await core
+        await client.close()
+        if runner is not None:
+            await runner.cleanup()

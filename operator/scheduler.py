@@ -1,0 +1,314 @@
+"""The running scheduler: watch events in, decisions out.
+
+``PodiumScheduler`` ties the cache, the queue, the algorithm and the binder
+together. Handlers call ``on_pod``/``on_node``/``set_profile``; workers pop
+pods and run one cycle each; binds run concurrently in the background. Each
+path out of a cycle ends in the queue (requeue), in ``done`` (bound), or in
+``delete`` (the pod is gone), never nowhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import structlog
+
+from podium.algorithm import Scheduler
+from podium.binder import Binder, BindOutcome
+from podium.cache import Cache
+from podium.framework import ClusterEvent
+from podium.metrics import Metrics
+from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.preemption import post_filter
+from podium.profile import Profile
+from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
+from podium.snapshot import Snapshot
+
+__all__ = ["PodiumScheduler", "node_change"]
+
+log = structlog.get_logger("podium.scheduler")
+
+NO_POLICY = "SchedulerPolicy"
+
+
+def node_change(old: NodeInfo | None, new: NodeInfo) -> ClusterEvent:
+    """Which node properties changed, as the cluster events plugins subscribe to."""
+    if old is None:
+        return ClusterEvent.NODE_ADD
+    event = ClusterEvent(0)
+    if old.allocatable != new.allocatable:
+        event |= ClusterEvent.NODE_ALLOCATABLE
+    if old.labels != new.labels:
+        event |= ClusterEvent.NODE_LABEL
+    if old.taints != new.taints or old.unschedulable != new.unschedulable:
+        event |= ClusterEvent.NODE_TAINT
+    if old.conditions != new.conditions:
+        event |= ClusterEvent.NODE_CONDITION
+    if old.images != new.images:
+        event |= ClusterEvent.NODE_IMAGES
+    return event
+
+
+class PodiumScheduler:
+    def __init__(
+        self,
+        binder: Binder,
+        profiles: Mapping[str, Profile],
+        metrics: Metrics | None = None,
+        workers: int = 1,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.binder = binder
+        self.profiles: dict[str, Profile] = dict(profiles)
+        # Names whose policy was deleted: their pods wait, with an Event saying why.
+        self.orphaned: set[str] = set()
+        self.metrics = metrics or Metrics()
+        self.cache = Cache()
+        self.snapshot = Snapshot()
+        first = next(iter(self.profiles.values()), Profile())
+        self.queue = SchedulingQueue(
+            QueueSettings(
+                initial_backoff=first.initial_backoff,
+                max_backoff=first.max_backoff,
+                unschedulable_flush=first.unschedulable_flush,
+            )
+        )
+        self._refresh_interest()
+        self.algorithm = Scheduler(rng)
+        self.workers = workers
+        self.active = asyncio.Event()  # cleared on standby replicas
+        self.active.set()
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- profiles -----------------------------------------------------------------------
+    def _refresh_interest(self) -> None:
+        interest: dict[str, ClusterEvent] = {}
+        for profile in self.profiles.values():
+            for name, events in profile.interest().items():
+                interest[name] = interest.get(name, ClusterEvent(0)) | events
+        interest[NO_POLICY] = ClusterEvent.POLICY
+        self.queue.interest = interest
+
+    def set_profile(self, profile: Profile) -> None:
+        """Install or replace a profile; queued pods use it from their next attempt."""
+        self.profiles[profile.scheduler_name] = profile
+        self.orphaned.discard(profile.scheduler_name)
+        settings = self.queue.settings
+        settings.initial_backoff = profile.initial_backoff
+        settings.max_backoff = profile.max_backoff
+        settings.unschedulable_flush = profile.unschedulable_flush
+        self._refresh_interest()
+        self.queue.on_event(ClusterEvent.POLICY | ClusterEvent.any_node_change())
+
+    def remove_profile(self, scheduler_name: str) -> None:
+        if self.profiles.pop(scheduler_name, None) is not None:
+            self.orphaned.add(scheduler_name)
+            self._refresh_interest()
+
+    def serves(self, scheduler_name: str) -> bool:
+        return scheduler_name in self.profiles or scheduler_name in self.orphaned
+
+    # -- watch events ------------------------------------------------------------------
+    def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        name = str((body.get("metadata") or {}).get("name") or "")
+        if not name:
+            return
+        if event_type == "DELETED":
+            orphans = self.cache.remove_node(name)
+            for pod in orphans:
+                log.info("assumed_pod_orphaned", pod=pod.name, namespace=pod.namespace, node=name)
+            self.queue.on_event(ClusterEvent.NODE_DELETE)
+            return
+        node = parse_node(body)
+        if node.problems:
+            log.warning("node_parse_problems", node=name, reasons=node.problems)
+        state = self.cache.nodes.get(name)
+        event = node_change(state.node if state else None, node)
+        self.cache.add_node(node)
+        if event:
+            self.queue.on_event(event)
+
+    def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        pod = parse_pod(body)
+        if not pod.uid:
+            return
+        if event_type == "DELETED" or (pod.bound and pod.terminal):
+            removed = self.cache.remove_pod(pod.uid)
+            self.queue.delete(pod.uid)
+            if removed is not None:
+                self.queue.on_event(ClusterEvent.ASSIGNED_POD_DELETE)
+            return
+        if pod.bound:
+            known = self.cache.pods.get(pod.uid)
+            self.cache.add_pod(pod)
+            self.queue.delete(pod.uid)
+            if known is None or known.assumed:
+                self.queue.on_event(ClusterEvent.ASSIGNED_POD_ADD)
+            elif known.pod.labels != pod.labels:
+                self.queue.on_event(ClusterEvent.ASSIGNED_POD_UPDATE)
+            return
+        if not self.serves(pod.scheduler_name) or pod.deleting or pod.terminal:
+            self.queue.delete(pod.uid)
+            return
+        if self.cache.is_assumed(pod.uid):
+            return  # a stale unbound copy while our bind is in flight
+        self.queue.add(pod)
+
+    # -- workers -------------------------------------------------------------------------
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def run(self) -> None:
+        """Run the workers and the queue timers until cancelled."""
+        timers = asyncio.create_task(self.queue.run_timers())
+        workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+        try:
+            await asyncio.gather(timers, *workers)
+        finally:
+            self.queue.close()
+            for task in [timers, *workers, *self._tasks]:
+                task.cancel()
+            with contextlib.suppress(BaseException):
+                await asyncio.gather(timers, *workers, *self._tasks, return_exceptions=True)
+
+    async def _worker(self) -> None:
+        while True:
+            await self.active.wait()
+            entry = await self.queue.pop()
+            try:
+                self.schedule_one(entry)
+            except Exception as exc:  # never let one pod take the worker down
+                log.exception("scheduling_error", pod=entry.pod.name, namespace=entry.pod.namespace)
+                self._fail(entry, "SchedulerError", f"scheduler error: {exc}", error=True)
+            self._update_gauges()
+            await asyncio.sleep(0)
+
+    def _update_gauges(self) -> None:
+        counts = self.queue.counts()
+        self.metrics.pending.labels("active").set(counts["active"] + counts["in_flight"])
+        self.metrics.pending.labels("backoff").set(counts["backoff"])
+        self.metrics.pending.labels("unschedulable").set(counts["unschedulable"])
+        self.metrics.pending.labels("gated").set(counts["gated"])
+
+    def schedule_one(self, entry: QueuedPod) -> None:
+        pod = entry.pod
+        profile = self.profiles.get(pod.scheduler_name)
+        started = time.perf_counter()
+        if profile is None:
+            self._fail(
+                entry,
+                "Unschedulable",
+                f"no SchedulerPolicy serves schedulerName {pod.scheduler_name!r}; "
+                "the pod waits until one is created",
+                rejected_by=frozenset({NO_POLICY}),
+            )
+            return
+        if pod.deleting or self.cache.is_assumed(pod.uid) or pod.uid in self.cache.pods:
+            self.queue.done(pod.uid)
+            return
+        if pod.problem:
+            self._fail(entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile)
+            return
+        self.snapshot.update(self.cache)
+        if len(self.snapshot) == 0:
+            self._fail(entry, "Unschedulable", "no nodes available to schedule pods",
+                       rejected_by=frozenset({"NodeName"}), profile=profile)
+            return
+        placement = self.algorithm.schedule(profile, self.snapshot, pod)
+        elapsed = time.perf_counter() - started
+        if not placement.node:
+            diagnosis = placement.diagnosis
+            assert diagnosis is not None
+            if profile.preemption:
+                diagnosis.post_filter_msg = post_filter(profile, self.snapshot, pod, diagnosis)
+            reasons = sorted(diagnosis.reasons)
+            self._fail(
+                entry,
+                "Unschedulable",
+                diagnosis.message(),
+                rejected_by=frozenset(diagnosis.rejected_by),
+                profile=profile,
+                elapsed=elapsed,
+                reasons=reasons,
+            )
+            return
+        node = placement.node
+        if profile.dry_run:
+            log.info("dry_run_decision", pod=pod.name, namespace=pod.namespace, node=node,
+                     attempt=entry.attempts, duration_ms=round(elapsed * 1000, 3))
+            self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
+            return
+        self.cache.assume_pod(pod, node)
+        self._spawn(self._bind(entry, node, profile, started, elapsed))
+
+    async def _bind(
+        self, entry: QueuedPod, node: str, profile: Profile, started: float, elapsed: float
+    ) -> None:
+        pod = entry.pod
+        try:
+            outcome, why = await self.binder.bind(pod, node)
+        except Exception as exc:  # the reservation must be resolved whatever happens
+            log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
+            outcome, why = BindOutcome.RETRY, str(exc)
+        self.metrics.bind_results.labels(outcome.value).inc()
+        if outcome is BindOutcome.BOUND:
+            self.cache.finish_binding(pod)
+            self.queue.done(pod.uid)
+            total = time.perf_counter() - started
+            self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
+            self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
+            self.metrics.sli.labels(str(entry.attempts)).observe(time.monotonic() - entry.added)
+            log.info("scheduled", pod=pod.name, namespace=pod.namespace, result="scheduled",
+                     node=node, attempt=entry.attempts, duration_ms=round(total * 1000, 3))
+            if profile.post_success_events:
+                await self.binder.event(
+                    pod, "Scheduled", f"Successfully assigned {pod.key} to {node}", profile.scheduler_name
+                )
+            return
+        self.cache.forget_pod(pod)
+        if outcome is BindOutcome.GONE:
+            self.queue.delete(pod.uid)
+            log.info("bind_target_gone", pod=pod.name, namespace=pod.namespace, node=node)
+        elif outcome is BindOutcome.ELSEWHERE:
+            self.queue.done(pod.uid)
+            log.info("bound_elsewhere", pod=pod.name, namespace=pod.namespace, node=node)
+        else:
+            self._fail(entry, "SchedulerError", f"binding rejected: {why}", error=True, profile=profile)
+
+    def _fail(
+        self,
+        entry: QueuedPod,
+        reason: str,
+        message: str,
+        *,
+        rejected_by: frozenset[str] = frozenset(),
+        error: bool = False,
+        profile: Profile | None = None,
+        elapsed: float = 0.0,
+        reasons: list[str] | None = None,
+    ) -> None:
+        pod = entry.pod
+        self.queue.requeue(entry, rejected_by=rejected_by, error=error)
+        result = "error" if error else "unschedulable"
+        name = profile.scheduler_name if profile else pod.scheduler_name
+        self.metrics.attempts.labels(result, name).inc()
+        self.metrics.attempt_duration.labels(result, name).observe(elapsed)
+        log.info("schedule_failed", pod=pod.name, namespace=pod.namespace, result=result,
+                 reasons=reasons or [message], attempt=entry.attempts,
+                 duration_ms=round(elapsed * 1000, 3))
+        self._spawn(self._report_failure(pod, reason, message, name))
+
+    async def _report_failure(self, pod: PodInfo, reason: str, message: str, controller: str) -> None:
+        await self.binder.set_condition(pod, reason, message)
+        await self.binder.event(pod, "FailedScheduling", message, controller, kind="Warning")
+
+    # -- introspection --------------------------------------------------------------------
+    def pending(self) -> dict[str, int]:
+        return self.queue.counts()

@@ -1,0 +1,144 @@
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+
+from podium.algorithm import Scheduler, num_feasible_nodes_to_find
+from podium.cache import Cache
+from podium.objects import parse_node, parse_pod
+from podium.policy import build_profile
+from podium.snapshot import Snapshot
+from tests.unit.builders import node, pod
+
+CORE = {
+    "filters": [
+        {"name": n}
+        for n in ("NodeName", "NodeUnschedulable", "TaintToleration", "NodeConditions", "NodeResourcesFit")
+    ],
+    "scores": [
+        {"name": "TaintToleration", "weight": 3},
+        {"name": "NodeResourcesFit", "weight": 1},
+        {"name": "NodeResourcesBalancedAllocation", "weight": 1},
+    ],
+}
+
+
+@pytest.mark.parametrize(
+    ("pct", "total", "expected"),
+    [(0, 50, 50), (0, 100, 100), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300), (30, 1000, 300), (5, 1000, 100), (100, 7000, 7000)],
+)
+def test_num_feasible_nodes_to_find(pct: int, total: int, expected: int) -> None:
+    assert num_feasible_nodes_to_find(pct, total) == expected
+
+
+def _snapshot(nodes: list[dict[str, Any]], pods: list[dict[str, Any]] = ()) -> Snapshot:  # type: ignore[assignment]
+    cache = Cache()
+    for body in nodes:
+        cache.add_node(parse_node(body))
+    for body in pods:
+        cache.add_pod(parse_pod(body))
+    snap = Snapshot()
+    snap.update(cache)
+    return snap
+
+
+NOSCHED = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
+CASES = [
+    pytest.param(
+        [node("small1", cpu="1"), node("small2", cpu="1"), node("big", cpu="8")],
+        pod("p", cpu="2"),
+        "big",
+        None,
+        id="only-feasible-node",
+    ),
+    pytest.param(
+        [node("a", cpu="1"), node("b", cpu="1", taints=NOSCHED), node("c", unschedulable=True)],
+        pod("p", cpu="2"),
+        "",
+        "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
+        "1 node(s) were unschedulable. preemption: 0/3 nodes are available: "
+        "1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+        id="three-reasons-sorted",
+    ),
+    pytest.param(
+        [node(f"n{i}", cpu="1", memory="1Gi") for i in range(10)] + [node("t", cpu="1", taints=NOSCHED)],
+        pod("p", cpu="2", memory="2Gi"),
+        "",
+        "0/11 nodes are available: 1 node(s) had untolerated taint(s), 10 Insufficient cpu, "
+        "10 Insufficient memory. preemption: 0/11 nodes are available: "
+        "1 Preemption is not helpful for scheduling, 10 No preemption victims found for incoming pod.",
+        id="lexicographic-not-numeric",
+    ),
+    pytest.param(
+        [node("a", pods=0), node("b")],
+        pod("p"),
+        "b",
+        None,
+        id="pod-count-limit",
+    ),
+    pytest.param(
+        [node("a", conditions={"Ready": "False"}), node("b", conditions={"DiskPressure": "True"})],
+        pod("p"),
+        "",
+        "0/2 nodes are available: 1 node(s) had disk pressure, 1 node(s) were not ready. "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+        id="node-conditions",
+    ),
+    pytest.param(
+        [node("a", taints=NOSCHED), node("b", cpu="1")],
+        pod("p", cpu="2", tolerations=[{"key": "dedicated", "operator": "Exists"}]),
+        "a",
+        None,
+        id="tolerated-taint",
+    ),
+    pytest.param(
+        [node("a", extra={"nvidia.com/gpu": "1"}), node("b")],
+        pod("p", extra_requests={"nvidia.com/gpu": "1"}),
+        "a",
+        None,
+        id="extended-resource",
+    ),
+]
+
+
+@pytest.mark.parametrize(("nodes", "incoming", "chosen", "message"), CASES)
+def test_schedule(nodes: list[dict[str, Any]], incoming: dict[str, Any], chosen: str, message: str | None) -> None:
+    from podium.preemption import post_filter
+
+    profile = build_profile(CORE)
+    snap = _snapshot(nodes)
+    info = parse_pod(incoming)
+    placement = Scheduler(random.Random(1)).schedule(profile, snap, info)
+    assert placement.node == chosen
+    if message is not None:
+        assert placement.diagnosis is not None
+        placement.diagnosis.post_filter_msg = post_filter(profile, snap, info, placement.diagnosis, random.Random(1))
+        assert placement.diagnosis.message() == message
+
+
+def test_least_allocated_prefers_emptier_node() -> None:
+    snap = _snapshot(
+        [node("busy"), node("idle")],
+        [pod("x", cpu="3", memory="24Gi", node_name="busy")],
+    )
+    placement = Scheduler(random.Random(0)).schedule(build_profile(CORE), snap, parse_pod(pod("p", cpu="100m")))
+    assert placement.node == "idle"
+
+
+def test_most_allocated_packs() -> None:
+    spec = {**CORE, "pluginArgs": {"nodeResourcesFit": {"strategy": "MostAllocated"}},
+            "scores": [{"name": "NodeResourcesFit", "weight": 1}]}
+    snap = _snapshot([node("busy"), node("idle")], [pod("x", cpu="3", memory="24Gi", node_name="busy")])
+    placement = Scheduler(random.Random(0)).schedule(build_profile(spec), snap, parse_pod(pod("p", cpu="100m")))
+    assert placement.node == "busy"
+
+
+def test_round_robin_start_advances() -> None:
+    nodes = [node(f"n{i:03}") for i in range(200)]
+    snap = _snapshot(nodes)
+    state = Scheduler(random.Random(0))
+    spec = {**CORE, "percentageOfNodesToScore": 50}
+    state.schedule(build_profile(spec), snap, parse_pod(pod("p")))
+    assert state.next_start == 100

@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+import pytest
+
+from podium.framework import ClusterEvent
+from podium.objects import parse_pod
+from podium.queue import QueueSettings, SchedulingQueue
+from tests.unit.builders import pod
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.mark.parametrize(
+    ("attempts", "seconds"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (9, 10.0)]
+)
+def test_backoff_doubles_to_max(attempts: int, seconds: float) -> None:
+    queue = SchedulingQueue(QueueSettings(initial_backoff=1, max_backoff=10))
+    assert queue._backoff_duration(attempts) == seconds
+
+
+async def test_priority_then_creation_order() -> None:
+    queue = SchedulingQueue()
+    for name, prio, created in [
+        ("late-low", 0, "2026-01-01T00:00:05Z"),
+        ("early-low", 0, "2026-01-01T00:00:01Z"),
+        ("high", 100, "2026-01-01T00:00:09Z"),
+    ]:
+        queue.add(parse_pod(pod(name, priority=prio, created=created)))
+    order = [(await queue.pop()).pod.name for _ in range(3)]
+    assert order == ["high", "early-low", "late-low"]
+
+
+async def test_unschedulable_pod_moves_only_on_relevant_event() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(QueueSettings(initial_backoff=1, max_backoff=10), clock=clock)
+    queue.interest = {"NodeResourcesFit": ClusterEvent.NODE_ALLOCATABLE}
+    queue.add(parse_pod(pod("p")))
+    entry = await queue.pop()
+    queue.requeue(entry, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert entry.where == "unschedulable"
+    # the in-flight pod failed before this event; a later event must move it
+    assert queue.on_event(ClusterEvent.NODE_LABEL) == 0
+    assert entry.where == "unschedulable"
+    assert queue.on_event(ClusterEvent.NODE_ALLOCATABLE) == 1
+    assert entry.where == "backoff"
+    clock.now += 1.0
+    queue.flush_backoff()
+    assert entry.where == "active"
+
+
+async def test_event_during_attempt_sends_pod_to_backoff() -> None:
+    queue = SchedulingQueue()
+    queue.add(parse_pod(pod("p")))
+    entry = await queue.pop()
+    queue.on_event(ClusterEvent.NODE_ADD)  # arrives while the pod is in flight
+    queue.requeue(entry, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert entry.where == "backoff"
+
+
+async def test_errors_always_back_off_and_flush_rescues_unschedulable() -> None:
+    clock = Clock()
+    queue = SchedulingQueue(QueueSettings(unschedulable_flush=300), clock=clock)
+    queue.add(parse_pod(pod("err")))
+    queue.add(parse_pod(pod("stuck")))
+    first, second = await queue.pop(), await queue.pop()
+    queue.requeue(first, error=True)
+    queue.requeue(second, rejected_by=frozenset({"TaintToleration"}))
+    assert (first.where, second.where) == ("backoff", "unschedulable")
+    clock.now += 301
+    assert queue.flush_unschedulable() == 1
+
+
+async def test_gated_pods_wait_until_last_gate_removed() -> None:
+    queue = SchedulingQueue()
+    gated = pod("g", schedulingGates=[{"name": "a"}])
+    queue.add(parse_pod(gated))
+    assert queue.counts()["gated"] == 1
+    ungated = {**gated, "spec": {**gated["spec"], "schedulingGates": []}}
+    queue.add(parse_pod(ungated))
+    assert (await queue.pop()).pod.name == "g"
+
+
+async def test_deleted_pod_is_never_popped() -> None:
+    queue = SchedulingQueue()
+    a, b = parse_pod(pod("a")), parse_pod(pod("b"))
+    queue.add(a)
+    queue.add(b)
+    queue.delete(a.uid)
+    assert (await queue.pop()).pod.name == "b"
+    assert len(queue) == 1
