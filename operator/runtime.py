@@ -111,6 +111,7 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         workers=options.workers,
     )
     registry = build_registry(scheduler, client, creds, options)
+    await scheduler.prime(client)
     ready = asyncio.Event()
     stop_flag = stop or asyncio.Event()
     runner = await _serve_http(options, metrics, ready)

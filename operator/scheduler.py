@@ -22,6 +22,7 @@ from podium.algorithm import Scheduler
 from podium.binder import Binder, BindOutcome
 from podium.cache import Cache
 from podium.framework import ClusterEvent
+from podium.kube import KubeClient
 from podium.metrics import Metrics
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.preemption import post_filter
@@ -158,6 +159,21 @@ class PodiumScheduler:
         if self.cache.is_assumed(pod.uid):
             return  # a stale unbound copy while our bind is in flight
         self.queue.add(pod)
+
+    async def prime(self, client: KubeClient) -> None:
+        """Load every node and pod before the first cycle, as informers sync first.
+
+        Without it a pod listed before the nodes would be judged against an
+        empty cluster. Watch events that race with this list are harmless:
+        every handler is level-triggered and idempotent.
+        """
+        nodes = await client.get("/api/v1/nodes")
+        for item in nodes.get("items") or []:
+            self.on_node(None, item)
+        pods = await client.get("/api/v1/pods")
+        for item in pods.get("items") or []:
+            self.on_pod(None, item)
+        log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
     # -- workers -------------------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
