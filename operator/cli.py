@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -52,6 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--watch-timeout", type=_positive, default=300,
                      help="seconds before a watch is re-established")
     run.add_argument("--max-binds-in-flight", type=_positive, default=256)
+    run.add_argument("--leader-elect", action="store_true",
+                     help="hold a Lease before binding (for several replicas)")
+    run.add_argument("--lease-name", default="podium", help="name of the Lease")
+    run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"),
+                     help="namespace of the Lease (default: $POD_NAMESPACE or default)")
+    run.add_argument("--lease-duration", type=_positive, default=15, help="seconds")
+    run.add_argument("--renew-deadline", type=_positive, default=10, help="seconds")
+    run.add_argument("--retry-period", type=_positive, default=2, help="seconds")
     run.add_argument("--log-format", choices=("json", "console"), default="json")
     run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
 
@@ -63,10 +72,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from podium.leader import LeaseSettings
     from podium.logs import configure_logging
     from podium.runtime import RunOptions, run_operator
 
+    if args.leader_elect and not args.retry_period < args.renew_deadline < args.lease_duration:
+        print("podium: need --retry-period < --renew-deadline < --lease-duration", file=sys.stderr)
+        return 2
     configure_logging(args.log_format, args.log_level)
+    lease = (
+        LeaseSettings(
+            namespace=args.lease_namespace,
+            name=args.lease_name,
+            lease_duration=float(args.lease_duration),
+            renew_deadline=float(args.renew_deadline),
+            retry_period=float(args.retry_period),
+        )
+        if args.leader_elect
+        else None
+    )
     options = RunOptions(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -76,6 +100,7 @@ def _run(args: argparse.Namespace) -> int:
         metrics_port=args.metrics_port,
         watch_timeout=float(args.watch_timeout),
         max_binds_in_flight=args.max_binds_in_flight,
+        leader_election=lease,
     )
 
     async def main() -> int:

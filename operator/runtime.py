@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,6 +18,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from podium.binder import Binder
 from podium.handlers import register_nodes, register_pods, register_policies
 from podium.kube import Credentials, KubeClient, load_credentials
+from podium.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
 from podium.policy import default_profile
 from podium.scheduler import PodiumScheduler
@@ -36,7 +38,8 @@ class RunOptions:
     metrics_port: int = 0  # 0 disables the endpoint
     watch_timeout: float = 300.0
     max_binds_in_flight: int = 256
-    instance: str = field(default_factory=socket.gethostname)
+    instance: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
+    leader_election: LeaseSettings | None = None
 
 
 def build_registry(
@@ -100,6 +103,21 @@ async def _serve_http(
     return runner
 
 
+async def _lead(scheduler: PodiumScheduler, client: KubeClient, options: RunOptions) -> None:
+    assert options.leader_election is not None
+    elector = LeaderElector(client, options.instance, options.leader_election)
+    await elector.acquire()
+    scheduler.metrics.leader.set(1)
+    scheduler.active.set()
+    try:
+        await elector.hold()
+    except LostLeadership:
+        scheduler.active.clear()
+        scheduler.metrics.leader.set(0)
+        log.error("leadership_lost", lease=options.leader_election.name)
+        raise
+
+
 async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -> int:
     """Run until ``stop`` is set or a fatal error; returns the process exit code."""
     creds = await load_credentials(options.kubeconfig, options.context)
@@ -126,9 +144,13 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         )
     )
     core = asyncio.create_task(scheduler.run())
+    tasks = {operator, core}
+    if options.leader_election is not None:
+        scheduler.active.clear()  # a standby keeps its cache warm but never binds
+        tasks.add(asyncio.create_task(_lead(scheduler, client, options)))
     log.info("podium_started", scheduler_name=options.scheduler_name, server=creds.server)
     try:
-        done, _ = await asyncio.wait({operator, core}, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
         for task in done:
             if task.exception() is not None:
                 log.error("podium_stopped", error=repr(task.exception()))
@@ -136,7 +158,8 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         return 0
     finally:
         stop_flag.set()
-        core.cancel()
+        for task in tasks - {operator}:
+            task.cancel()
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(operator, timeout=10)
         with contextlib.suppress(BaseException):

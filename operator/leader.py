@@ -1,0 +1,141 @@
+"""Leader election on a coordination.k8s.io/v1 Lease, as kube-scheduler does it.
+
+kopf's peering is not used: it freezes operators of equal priority instead
+of electing one. Replicas that do not hold the Lease keep their caches warm
+but never bind. A leader that cannot renew within the renew deadline stops
+at once; the process then exits so that a fresh start competes again,
+mirroring kube-scheduler's "lost master" behaviour.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import aiohttp
+import structlog
+
+from podium.kube import ApiError, KubeClient
+
+__all__ = ["LeaderElector", "LeaseSettings", "LostLeadership"]
+
+log = structlog.get_logger("podium.leader")
+
+
+class LostLeadership(RuntimeError):
+    """The Lease could not be renewed within the renew deadline."""
+
+
+@dataclass(frozen=True, slots=True)
+class LeaseSettings:
+    namespace: str = "default"
+    name: str = "podium"
+    lease_duration: float = 15.0
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+def _micro_time(moment: datetime | None = None) -> str:
+    return (moment or datetime.now(UTC)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _parse(value: object) -> float:
+    if not isinstance(value, str):
+        return 0.0
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 0.0
+
+
+class LeaderElector:
+    def __init__(self, client: KubeClient, identity: str, settings: LeaseSettings) -> None:
+        self.client = client
+        self.identity = identity
+        self.settings = settings
+        self.path = (
+            f"/apis/coordination.k8s.io/v1/namespaces/{settings.namespace}/leases/{settings.name}"
+        )
+
+    def _spec(self, transitions: int, acquired: str | None = None) -> dict[str, Any]:
+        now = _micro_time()
+        return {
+            "holderIdentity": self.identity,
+            "leaseDurationSeconds": int(self.settings.lease_duration),
+            "acquireTime": acquired or now,
+            "renewTime": now,
+            "leaseTransitions": transitions,
+        }
+
+    async def try_acquire_or_renew(self) -> bool:
+        """One optimistic attempt; False when another holder's lease is still valid."""
+        try:
+            lease = await self.client.get(self.path)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            body = {
+                "apiVersion": "coordination.k8s.io/v1",
+                "kind": "Lease",
+                "metadata": {"name": self.settings.name, "namespace": self.settings.namespace},
+                "spec": self._spec(0),
+            }
+            collection = self.path.rsplit("/", 1)[0]
+            try:
+                await self.client.post(collection, body)
+            except ApiError as create_exc:
+                if create_exc.status == 409:
+                    return False
+                raise
+            return True
+        spec = lease.get("spec") or {}
+        holder = spec.get("holderIdentity") or ""
+        renewed = _parse(spec.get("renewTime"))
+        duration = float(spec.get("leaseDurationSeconds") or self.settings.lease_duration)
+        transitions = int(spec.get("leaseTransitions") or 0)
+        if holder and holder != self.identity and renewed + duration > time.time():
+            return False
+        if holder == self.identity:
+            new_spec = self._spec(transitions, spec.get("acquireTime"))
+        else:
+            new_spec = self._spec(transitions + 1)
+        lease["spec"] = new_spec
+        try:
+            await self.client.request("PUT", self.path, lease)
+        except ApiError as exc:
+            if exc.status == 409:  # someone else wrote first
+                return False
+            raise
+        return True
+
+    async def _attempt(self) -> bool:
+        try:
+            return await self.try_acquire_or_renew()
+        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            log.warning("lease_attempt_failed", lease=self.settings.name, error=str(exc))
+            return False
+
+    async def acquire(self) -> None:
+        """Wait until this replica holds the Lease."""
+        while not await self._attempt():
+            await asyncio.sleep(self.settings.retry_period)
+        log.info("lease_acquired", lease=self.settings.name, identity=self.identity)
+
+    async def hold(self) -> None:
+        """Renew every retry period; raise LostLeadership after the renew deadline passes."""
+        last = time.monotonic()
+        while True:
+            await asyncio.sleep(self.settings.retry_period)
+            try:
+                held = await self.try_acquire_or_renew()
+            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+                log.warning("lease_renew_failed", lease=self.settings.name, error=str(exc))
+                if time.monotonic() - last > self.settings.renew_deadline:
+                    raise LostLeadership(f"failed to renew lease {self.settings.name}") from exc
+                continue
+            if not held:
+                raise LostLeadership(f"lease {self.settings.name} is held by another replica")
+            last = time.monotonic()
