@@ -61,6 +61,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lease-duration", type=_positive, default=15, help="seconds")
     run.add_argument("--renew-deadline", type=_positive, default=10, help="seconds")
     run.add_argument("--retry-period", type=_positive, default=2, help="seconds")
+    run.add_argument("--disable-preemption", action="store_true",
+                     help="never consider evicting pods (for RBAC without pods delete)")
     run.add_argument("--log-format", choices=("json", "console"), default="json")
     run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
 
@@ -101,6 +103,7 @@ def _run(args: argparse.Namespace) -> int:
         watch_timeout=float(args.watch_timeout),
         max_binds_in_flight=args.max_binds_in_flight,
         leader_election=lease,
+        preemption=not args.disable_preemption,
     )
 
     async def main() -> int:

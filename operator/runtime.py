@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -38,7 +39,12 @@ class RunOptions:
     metrics_port: int = 0  # 0 disables the endpoint
     watch_timeout: float = 300.0
     max_binds_in_flight: int = 256
-    instance: str = field(default_factory=lambda: f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}")
+    # The Lease holder identity: the pod name in a cluster, else host plus a nonce.
+    instance: str = field(
+        default_factory=lambda: os.environ.get("POD_NAME")
+        or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+    )
+    preemption: bool = True
     leader_election: LeaseSettings | None = None
 
 
@@ -124,8 +130,10 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     client = KubeClient(creds, pool_size=max(16, options.max_binds_in_flight))
     metrics = Metrics()
     binder = Binder(client, options.instance, max_in_flight=options.max_binds_in_flight)
+    builtin = default_profile(options.scheduler_name)
+    builtin.preemption = options.preemption
     scheduler = PodiumScheduler(
-        binder, {options.scheduler_name: default_profile(options.scheduler_name)}, metrics,
+        binder, {options.scheduler_name: builtin}, metrics,
         workers=options.workers,
     )
     registry = build_registry(scheduler, client, creds, options)

@@ -26,6 +26,19 @@ def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) 
     }
 
 
+def _already_reported(
+    status: dict[str, Any], kind: str, value: str, message: str, generation: int
+) -> bool:
+    for cond in status.get("conditions") or []:
+        if cond.get("type") == kind:
+            return bool(
+                cond.get("status") == value
+                and cond.get("message") == message[:1024]
+                and cond.get("observedGeneration") == generation
+            )
+    return False
+
+
 def register_policies(
     registry: kopf.OperatorRegistry,
     scheduler: PodiumScheduler,
@@ -59,10 +72,13 @@ def register_policies(
                         scheduler.remove_profile(scheduler_name)
                     log.info("policy_removed", policy=name, scheduler_name=scheduler_name)
             return
-        observed = (obj.get("status") or {}).get("observedGeneration")
+        status = obj.get("status") or {}
+        observed = status.get("observedGeneration")
         try:
             profile = build_profile(spec, policy=name, generation=generation)
         except PolicyError as exc:
+            if _already_reported(status, "Accepted", "False", str(exc), generation):
+                return  # our own status write came back as an event
             scheduler.metrics.policy_reloads.labels("rejected").inc()
             log.warning("policy_rejected", policy=name, generation=generation, reasons=[str(exc)])
             await report(
@@ -78,6 +94,8 @@ def register_policies(
         claimant = owners.get(profile.scheduler_name)
         if claimant is not None and claimant != name:
             message = f"schedulerName {profile.scheduler_name!r} is served by policy {claimant!r}"
+            if _already_reported(status, "Accepted", "False", message, generation):
+                return
             await report(
                 name,
                 {"conditions": [_condition("Accepted", False, "Conflict", message, generation)]},
