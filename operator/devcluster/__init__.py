@@ -1,0 +1,22 @@
+"""A real local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler, KWOK).
+
+Podium's integration tests, demo and benchmark run against real binaries built
+from pinned Go modules (see build.py), never against mocks.
+"""
+
+from .build import Binaries, BuildError, ensure_binaries
+from .cluster import ControlPlane
+from .kwok import KWOK_NODE_ANNOTATION, Kwok
+from .process import ComponentError
+from .scheduler import KubeScheduler
+
+__all__ = [
+    "KWOK_NODE_ANNOTATION",
+    "Binaries",
+    "BuildError",
+    "ComponentError",
+    "ControlPlane",
+    "KubeScheduler",
+    "Kwok",
+    "ensure_binaries",
+]

@@ -1,0 +1,87 @@
+"""`python -m podium.devcluster {build,which,up}`: build the binaries or run a local cluster."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from .build import Binaries, BuildError, ensure_binaries
+from .cluster import ControlPlane
+from .kwok import Kwok
+from .process import ComponentError
+
+_NAMES = ("kube-apiserver", "kube-scheduler", "etcd", "kwok", "helm")
+
+
+def _path_of(binaries: Binaries, name: str) -> Path:
+    path: Path = getattr(binaries, name.replace("-", "_"))
+    return path
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m podium.devcluster",
+        description="Local Kubernetes control plane built from pinned Go modules.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("build", help="build (or reuse) all binaries and print their paths")
+    which = sub.add_parser("which", help="print the path of one binary, building it if needed")
+    which.add_argument("name", choices=_NAMES)
+    up = sub.add_parser("up", help="run etcd + kube-apiserver until Ctrl-C")
+    up.add_argument("--workdir", type=Path, help="keep kubeconfig, PKI and logs here")
+    up.add_argument("--perf", action="store_true", help="lift inflight limits, disable APF")
+    up.add_argument("--audit", action="store_true", help="write an audit log of writes")
+    up.add_argument("--kwok", action="store_true", help="also run KWOK as fake kubelets")
+    return parser
+
+
+def _up(args: argparse.Namespace) -> None:
+    plane = ControlPlane(workdir=args.workdir, perf=args.perf, audit=args.audit)
+    kwok = Kwok(plane) if args.kwok else None
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    with plane:
+        if kwok is not None:
+            kwok.start()
+        try:
+            print(f"kube-apiserver {plane.server} is ready; kubeconfig: {plane.kubeconfig}")
+            print(f"logs: {plane.workdir / 'logs'}")
+            print(f"export KUBECONFIG={plane.kubeconfig}")
+            print("Ctrl-C to stop.", flush=True)
+            while not stop.wait(1.0):
+                if not plane.apiserver_running:
+                    raise ComponentError("kube-apiserver exited; see its log in the logs dir")
+        finally:
+            if kwok is not None:
+                kwok.stop()
+    print("stopped.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "build":
+            binaries = ensure_binaries()
+            for name in _NAMES:
+                print(f"{name}: {_path_of(binaries, name)}")
+        elif args.command == "which":
+            print(_path_of(ensure_binaries(), args.name))
+        else:
+            _up(args)
+    except (BuildError, ComponentError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
