@@ -99,9 +99,13 @@ class Binder:
             except ApiError as exc:
                 if exc.status == 404:
                     return BindOutcome.GONE
-                log.warning("bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc))
+                log.warning(
+                    "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
+                )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                log.warning("bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc))
+                log.warning(
+                    "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
+                )
             await asyncio.sleep(delay)
             delay = min(delay * 2, self.resolve_max_backoff)
         meta = current.get("metadata") or {}

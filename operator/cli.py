@@ -50,19 +50,32 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=_positive, default=1, help="scheduling loops")
     run.add_argument("--metrics-port", type=_port, default=0, help="/metrics, /healthz, /readyz")
     run.add_argument("--metrics-host", default="0.0.0.0", help="address for the metrics endpoint")
-    run.add_argument("--watch-timeout", type=_positive, default=300,
-                     help="seconds before a watch is re-established")
+    run.add_argument(
+        "--watch-timeout",
+        type=_positive,
+        default=300,
+        help="seconds before a watch is re-established",
+    )
     run.add_argument("--max-binds-in-flight", type=_positive, default=256)
-    run.add_argument("--leader-elect", action="store_true",
-                     help="hold a Lease before binding (for several replicas)")
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="hold a Lease before binding (for several replicas)",
+    )
     run.add_argument("--lease-name", default="podium", help="name of the Lease")
-    run.add_argument("--lease-namespace", default=os.environ.get("POD_NAMESPACE", "default"),
-                     help="namespace of the Lease (default: $POD_NAMESPACE or default)")
+    run.add_argument(
+        "--lease-namespace",
+        default=os.environ.get("POD_NAMESPACE", "default"),
+        help="namespace of the Lease (default: $POD_NAMESPACE or default)",
+    )
     run.add_argument("--lease-duration", type=_positive, default=15, help="seconds")
     run.add_argument("--renew-deadline", type=_positive, default=10, help="seconds")
     run.add_argument("--retry-period", type=_positive, default=2, help="seconds")
-    run.add_argument("--disable-preemption", action="store_true",
-                     help="never consider evicting pods (for RBAC without pods delete)")
+    run.add_argument(
+        "--disable-preemption",
+        action="store_true",
+        help="never consider evicting pods (for RBAC without pods delete)",
+    )
     run.add_argument("--log-format", choices=("json", "console"), default="json")
     run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from typing import Any
+from typing import Any, cast
 
 from kubernetes_asyncio import client, watch
 
@@ -34,12 +34,16 @@ async def _demo(nodes: int, pods: int) -> int:
         await create_nodes(
             api,
             [
-                make_node(f"node-{i}", cpu="2", memory="8Gi",
-                          labels={"topology.kubernetes.io/zone": zones[i % 3]})
+                make_node(
+                    f"node-{i}",
+                    cpu="2",
+                    memory="8Gi",
+                    labels={"topology.kubernetes.io/zone": zones[i % 3]},
+                )
                 for i in range(nodes)
             ],
         )
-        await core.create_namespace({"metadata": {"name": NAMESPACE}})
+        await core.create_namespace(cast(Any, {"metadata": {"name": NAMESPACE}}))
         print(f"created {nodes} nodes (2 cpu, 8Gi each)", flush=True)
 
         stop = asyncio.Event()
@@ -50,7 +54,7 @@ async def _demo(nodes: int, pods: int) -> int:
         bodies = [make_pod(f"web-{i}", cpu="500m", memory="1Gi") for i in range(pods)]
         bodies.append(make_pod("too-big", cpu="16", memory="1Gi"))
         for body in bodies:
-            await core.create_namespaced_pod(NAMESPACE, body)
+            await core.create_namespaced_pod(NAMESPACE, cast(Any, body))
         print(f"created {len(bodies)} pods with schedulerName=podium", flush=True)
 
         bound: dict[str, str] = {}
@@ -67,8 +71,11 @@ async def _demo(nodes: int, pods: int) -> int:
                     node = pod["spec"].get("nodeName")
                     if node and name not in bound:
                         bound[name] = node
-                        print(f"  bound {NAMESPACE}/{name} -> {node} "
-                              f"({time.monotonic() - started:.2f}s)", flush=True)
+                        print(
+                            f"  bound {NAMESPACE}/{name} -> {node} "
+                            f"({time.monotonic() - started:.2f}s)",
+                            flush=True,
+                        )
                     for cond in pod["status"].get("conditions") or []:
                         if cond.get("reason") == "Unschedulable" and not explained:
                             print(f"  pending {NAMESPACE}/{name}: {cond['message']}", flush=True)
@@ -83,7 +90,9 @@ async def _demo(nodes: int, pods: int) -> int:
             with contextlib.suppress(BaseException):
                 await operator
             await api.close()
-        print(f"{len(bound)}/{pods} pods bound by Podium, as recorded by the API server", flush=True)
+        print(
+            f"{len(bound)}/{pods} pods bound by Podium, as recorded by the API server", flush=True
+        )
         return 0 if len(bound) == pods else 1
 
 

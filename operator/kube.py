@@ -46,7 +46,9 @@ class ApiError(Exception):
         return str(self.body.get("reason", "")) if isinstance(self.body, dict) else ""
 
 
-async def load_credentials(kubeconfig: str | None = None, context: str | None = None) -> Credentials:
+async def load_credentials(
+    kubeconfig: str | None = None, context: str | None = None
+) -> Credentials:
     """In-cluster service account if present and no kubeconfig is given, else the kubeconfig."""
     cfg = Configuration()
     if kubeconfig is None:

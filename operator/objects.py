@@ -301,9 +301,7 @@ def parse_pod(body: Json) -> PodInfo:
         topology_spread=tuple(_dict(c) for c in _list(spec.get("topologySpreadConstraints"))),
         volumes=tuple(_dict(v) for v in _list(spec.get("volumes"))),
         images=tuple(
-            normalize_image(str(_dict(c).get("image")))
-            for c in containers
-            if _dict(c).get("image")
+            normalize_image(str(_dict(c).get("image"))) for c in containers if _dict(c).get("image")
         ),
         scheduling_gates=tuple(
             str(_dict(g).get("name") or "") for g in _list(spec.get("schedulingGates"))

@@ -107,7 +107,9 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
     else:
         score_pairs = []
         for item in score_items:
-            weight = item.get("weight", SCORES[item["name"]].default_weight if item["name"] in SCORES else 1)
+            weight = item.get(
+                "weight", SCORES[item["name"]].default_weight if item["name"] in SCORES else 1
+            )
             if isinstance(weight, bool) or not isinstance(weight, int) or not 1 <= weight <= 100:
                 raise PolicyError(f"score {item['name']!r}: weight must be an integer 1..100")
             score_pairs.append((str(item["name"]), weight))

@@ -23,6 +23,7 @@ waiting for an event that has already passed (kube-scheduler #72925).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import heapq
 import itertools
 import time
@@ -253,10 +254,8 @@ class SchedulingQueue:
                 continue
             timeout = until_flush if wait is None else min(wait, until_flush)
             self._backoff_changed.clear()
-            try:
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._backoff_changed.wait(), timeout=max(timeout, 0.001))
-            except TimeoutError:
-                pass
 
     def close(self) -> None:
         self.closed = True

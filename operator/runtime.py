@@ -41,8 +41,9 @@ class RunOptions:
     max_binds_in_flight: int = 256
     # The Lease holder identity: the pod name in a cluster, else host plus a nonce.
     instance: str = field(
-        default_factory=lambda: os.environ.get("POD_NAME")
-        or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        default_factory=lambda: (
+            os.environ.get("POD_NAME") or f"{socket.gethostname()}_{uuid.uuid4().hex[:8]}"
+        )
     )
     preemption: bool = True
     leader_election: LeaseSettings | None = None
@@ -97,7 +98,9 @@ async def _serve_http(
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if ready.is_set() else web.Response(status=503, text="starting")
+        return (
+            web.Response(text="ok") if ready.is_set() else web.Response(status=503, text="starting")
+        )
 
     app = web.Application()
     app.router.add_get("/metrics", metrics_view)
@@ -133,7 +136,9 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     builtin = default_profile(options.scheduler_name)
     builtin.preemption = options.preemption
     scheduler = PodiumScheduler(
-        binder, {options.scheduler_name: builtin}, metrics,
+        binder,
+        {options.scheduler_name: builtin},
+        metrics,
         workers=options.workers,
     )
     registry = build_registry(scheduler, client, creds, options)

@@ -230,12 +230,19 @@ class PodiumScheduler:
             self.queue.done(pod.uid)
             return
         if pod.problem:
-            self._fail(entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile)
+            self._fail(
+                entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile
+            )
             return
         self.snapshot.update(self.cache)
         if len(self.snapshot) == 0:
-            self._fail(entry, "Unschedulable", "no nodes available to schedule pods",
-                       rejected_by=frozenset({"NodeName"}), profile=profile)
+            self._fail(
+                entry,
+                "Unschedulable",
+                "no nodes available to schedule pods",
+                rejected_by=frozenset({"NodeName"}),
+                profile=profile,
+            )
             return
         placement = self.algorithm.schedule(profile, self.snapshot, pod)
         elapsed = time.perf_counter() - started
@@ -257,8 +264,14 @@ class PodiumScheduler:
             return
         node = placement.node
         if profile.dry_run:
-            log.info("dry_run_decision", pod=pod.name, namespace=pod.namespace, node=node,
-                     attempt=entry.attempts, duration_ms=round(elapsed * 1000, 3))
+            log.info(
+                "dry_run_decision",
+                pod=pod.name,
+                namespace=pod.namespace,
+                node=node,
+                attempt=entry.attempts,
+                duration_ms=round(elapsed * 1000, 3),
+            )
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
         self.cache.assume_pod(pod, node)
@@ -281,11 +294,21 @@ class PodiumScheduler:
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
             self.metrics.sli.labels(str(entry.attempts)).observe(time.monotonic() - entry.added)
-            log.info("scheduled", pod=pod.name, namespace=pod.namespace, result="scheduled",
-                     node=node, attempt=entry.attempts, duration_ms=round(total * 1000, 3))
+            log.info(
+                "scheduled",
+                pod=pod.name,
+                namespace=pod.namespace,
+                result="scheduled",
+                node=node,
+                attempt=entry.attempts,
+                duration_ms=round(total * 1000, 3),
+            )
             if profile.post_success_events:
                 await self.binder.event(
-                    pod, "Scheduled", f"Successfully assigned {pod.key} to {node}", profile.scheduler_name
+                    pod,
+                    "Scheduled",
+                    f"Successfully assigned {pod.key} to {node}",
+                    profile.scheduler_name,
                 )
             return
         self.cache.forget_pod(pod)
@@ -296,7 +319,9 @@ class PodiumScheduler:
             self.queue.done(pod.uid)
             log.info("bound_elsewhere", pod=pod.name, namespace=pod.namespace, node=node)
         else:
-            self._fail(entry, "SchedulerError", f"binding rejected: {why}", error=True, profile=profile)
+            self._fail(
+                entry, "SchedulerError", f"binding rejected: {why}", error=True, profile=profile
+            )
 
     def _fail(
         self,
@@ -316,12 +341,20 @@ class PodiumScheduler:
         name = profile.scheduler_name if profile else pod.scheduler_name
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
-        log.info("schedule_failed", pod=pod.name, namespace=pod.namespace, result=result,
-                 reasons=reasons or [message], attempt=entry.attempts,
-                 duration_ms=round(elapsed * 1000, 3))
+        log.info(
+            "schedule_failed",
+            pod=pod.name,
+            namespace=pod.namespace,
+            result=result,
+            reasons=reasons or [message],
+            attempt=entry.attempts,
+            duration_ms=round(elapsed * 1000, 3),
+        )
         self._spawn(self._report_failure(pod, reason, message, name))
 
-    async def _report_failure(self, pod: PodInfo, reason: str, message: str, controller: str) -> None:
+    async def _report_failure(
+        self, pod: PodInfo, reason: str, message: str, controller: str
+    ) -> None:
         await self.binder.set_condition(pod, reason, message)
         await self.binder.event(pod, "FailedScheduling", message, controller, kind="Warning")
 

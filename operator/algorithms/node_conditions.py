@@ -49,6 +49,8 @@ class NodeConditions(FilterPlugin):
 
     def explain(self, cycle: Cycle, node: int) -> str:
         info = cycle.snapshot.nodes[node]
-        bad = [f"{k}={v}" for k, v in sorted(info.conditions.items()) if k != "Ready" and v == "True"]
+        bad = [
+            f"{k}={v}" for k, v in sorted(info.conditions.items()) if k != "Ready" and v == "True"
+        ]
         ready = info.conditions.get("Ready", "Unknown")
         return f"conditions Ready={ready}" + (", " + ", ".join(bad) if bad else "")

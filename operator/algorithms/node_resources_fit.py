@@ -93,7 +93,9 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         "Score: LeastAllocated (default), MostAllocated or RequestedToCapacityRatio."
     )
     default_weight = 1
-    events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_ALLOCATABLE | ClusterEvent.ASSIGNED_POD_DELETE
+    events = (
+        ClusterEvent.NODE_ADD | ClusterEvent.NODE_ALLOCATABLE | ClusterEvent.ASSIGNED_POD_DELETE
+    )
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -138,7 +140,9 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             parts.append(f"{snap.pod_count[node]} of {snap.max_pods[node]} pods already")
         for resource, amount in pod.requests.items():
             col = snap.resource_column(resource)
-            free = 0 if col is None else int(snap.allocatable[node, col] - snap.requested[node, col])
+            free = (
+                0 if col is None else int(snap.allocatable[node, col] - snap.requested[node, col])
+            )
             if amount > 0 and amount > free and not self._ignored(resource):
                 parts.append(
                     f"needs {format_amount(resource, amount)} {resource}, "

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from podium.algorithms import register
 from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
 from podium.objects import Taint
@@ -25,6 +24,3 @@ class NodeUnschedulable(FilterPlugin):
 
     def explain(self, cycle: Cycle, node: int) -> str:
         return "node is cordoned (spec.unschedulable) and the pod does not tolerate it"
-
-
-

@@ -62,7 +62,9 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
         snap = cycle.snapshot
         out = np.zeros(len(nodes), dtype=np.int64)
-        tolerations = tuple(t for t in cycle.pod.tolerations if t.effect in ("", "PreferNoSchedule"))
+        tolerations = tuple(
+            t for t in cycle.pod.tolerations if t.effect in ("", "PreferNoSchedule")
+        )
         soft = frozenset({"PreferNoSchedule"})
         for pos in np.flatnonzero(snap.tainted[nodes]):
             out[pos] = len(untolerated(snap.nodes[nodes[pos]].taints, tolerations, soft))

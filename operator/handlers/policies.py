@@ -107,13 +107,22 @@ def register_policies(
                 scheduler.remove_profile(scheduler_name)
         owners[profile.scheduler_name] = name
         current = scheduler.profiles.get(profile.scheduler_name)
-        if current is not None and current.policy == name and current.generation == generation:
-            if observed == generation:
-                return
+        if (
+            current is not None
+            and current.policy == name
+            and current.generation == generation
+            and observed == generation
+        ):
+            return
         scheduler.set_profile(profile)
         scheduler.metrics.policy_reloads.labels("applied").inc()
-        log.info("policy_applied", policy=name, generation=generation,
-                 scheduler_name=profile.scheduler_name, plugins=profile.plugin_names())
+        log.info(
+            "policy_applied",
+            policy=name,
+            generation=generation,
+            scheduler_name=profile.scheduler_name,
+            plugins=profile.plugin_names(),
+        )
         await report(
             name,
             {
@@ -121,7 +130,9 @@ def register_policies(
                 "enabledPlugins": len(set(profile.plugin_names())),
                 "conditions": [
                     _condition("Accepted", True, "Valid", "policy applied", generation),
-                    _condition("Ready", True, "Serving", f"serving {profile.scheduler_name}", generation),
+                    _condition(
+                        "Ready", True, "Serving", f"serving {profile.scheduler_name}", generation
+                    ),
                 ],
             },
         )

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
-import pytest
 import pytest_asyncio
 
 from podium.devcluster import ControlPlane
@@ -48,8 +47,8 @@ class PodiumProcess:
         return self.log.read_text(errors="replace").splitlines()
 
 
-async def _wait_ready(proc: PodiumProcess, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
+async def _wait_ready(proc: PodiumProcess, limit: float = 60.0) -> None:
+    deadline = time.monotonic() + limit
     url = f"http://127.0.0.1:{proc.metrics_port}/readyz"
     async with aiohttp.ClientSession() as session:
         while time.monotonic() < deadline:
@@ -77,11 +76,19 @@ async def podium(
         port = _free_port()
         log = tmp_path / f"podium-{len(started)}.log"
         with log.open("wb") as out:
-            process = subprocess.Popen(
+            # Popen returns at once; the process is awaited through /readyz.
+            process = subprocess.Popen(  # noqa: ASYNC220
                 [
-                    sys.executable, "-m", "podium", "run",
-                    "--kubeconfig", str(control_plane.kubeconfig),
-                    "--metrics-host", "127.0.0.1", "--metrics-port", str(port),
+                    sys.executable,
+                    "-m",
+                    "podium",
+                    "run",
+                    "--kubeconfig",
+                    str(control_plane.kubeconfig),
+                    "--metrics-host",
+                    "127.0.0.1",
+                    "--metrics-port",
+                    str(port),
                     *args,
                 ],
                 stdout=out,

@@ -44,9 +44,7 @@ def _deny_bindings(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
             "policyName": name,
             "validationActions": ["Deny"],
             "matchResources": {
-                "namespaceSelector": {
-                    "matchLabels": {"kubernetes.io/metadata.name": namespace}
-                }
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
             },
         },
     }

@@ -51,13 +51,13 @@ async def test_standby_takes_over_without_double_binds(
 
     async def leader_of(procs: list[Any]) -> Any:
         for proc in procs:
-            if 'podium_leader 1.0' in await proc.metrics():
+            if "podium_leader 1.0" in await proc.metrics():
                 return proc
         return None
 
     leader = await wait_for(lambda: leader_of([first, second]), timeout=20, message="a leader")
     standby = second if leader is first else first
-    assert 'podium_leader 1.0' not in await standby.metrics()
+    assert "podium_leader 1.0" not in await standby.metrics()
 
     total = 200
     create = asyncio.create_task(
@@ -84,6 +84,7 @@ async def test_standby_takes_over_without_double_binds(
 
     await wait_for(all_bound, timeout=60, interval=0.5, message="all pods bound")
     await assert_no_overcommit(api_client)
+
     # The audit log is written after each response; give the last lines a moment.
     def logged() -> Counter[str] | None:
         counts = successful_binds(control_plane, namespace)

@@ -33,7 +33,9 @@ async def crd(api_client: ApiClient) -> None:
             raise
 
     async def established() -> bool:
-        raw = await ext.read_custom_resource_definition(body["metadata"]["name"], _preload_content=False)
+        raw = await ext.read_custom_resource_definition(
+            body["metadata"]["name"], _preload_content=False
+        )
         conds = (await raw.json()).get("status", {}).get("conditions") or []
         return any(c["type"] == "Established" and c["status"] == "True" for c in conds)
 
@@ -60,7 +62,9 @@ async def test_policy_lifecycle(
     objects = client.CustomObjectsApi(api_client)
     sched = f"{namespace}-pack"[:63]
     name = f"{namespace}-policy"[:63]
-    await node_factory(make_node(f"{namespace}-n{i}", labels={"suite": namespace}) for i in range(4))
+    await node_factory(
+        make_node(f"{namespace}-n{i}", labels={"suite": namespace}) for i in range(4)
+    )
     proc = await podium()
     spec = {
         "schedulerName": sched,
@@ -68,8 +72,15 @@ async def test_policy_lifecycle(
         "pluginArgs": {"nodeResourcesFit": {"strategy": "MostAllocated"}},
     }
     await objects.create_cluster_custom_object(
-        GROUP, VERSION, PLURAL, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SchedulerPolicy",
-                                 "metadata": {"name": name}, "spec": spec}
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SchedulerPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
     )
 
     async def accepted(generation: int) -> dict[str, Any] | None:
@@ -82,7 +93,10 @@ async def test_policy_lifecycle(
     assert policy["status"]["enabledPlugins"] >= 1
 
     selector = {"suite": namespace}
-    packed = [make_pod(f"pack{i}", cpu="500m", scheduler_name=sched, node_selector=selector) for i in range(6)]
+    packed = [
+        make_pod(f"pack{i}", cpu="500m", scheduler_name=sched, node_selector=selector)
+        for i in range(6)
+    ]
     await create_pods(api_client, namespace, packed)
 
     async def placements() -> Counter[str] | None:
@@ -96,7 +110,10 @@ async def test_policy_lifecycle(
     policy["spec"]["pluginArgs"]["nodeResourcesFit"]["strategy"] = "LeastAllocated"
     await objects.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, policy)
     await wait_for(lambda: accepted(2), timeout=20, message="generation 2 applied")
-    spread = [make_pod(f"spread{i}", cpu="500m", scheduler_name=sched, node_selector=selector) for i in range(3)]
+    spread = [
+        make_pod(f"spread{i}", cpu="500m", scheduler_name=sched, node_selector=selector)
+        for i in range(3)
+    ]
     await create_pods(api_client, namespace, spread)
     final = await wait_for(placements, timeout=30, message="spread pods bound")
     assert len(final) >= 3
@@ -105,8 +122,15 @@ async def test_policy_lifecycle(
     bad = {**spec, "scores": [{"name": "NodeResourcesFit", "weight": 1000}]}
     with pytest.raises(ApiException) as info:
         await objects.create_cluster_custom_object(
-            GROUP, VERSION, PLURAL, {"apiVersion": f"{GROUP}/{VERSION}", "kind": "SchedulerPolicy",
-                                     "metadata": {"name": f"{name}-bad"}, "spec": bad}
+            GROUP,
+            VERSION,
+            PLURAL,
+            {
+                "apiVersion": f"{GROUP}/{VERSION}",
+                "kind": "SchedulerPolicy",
+                "metadata": {"name": f"{name}-bad"},
+                "spec": bad,
+            },
         )
     assert info.value.status == 422
 
@@ -122,7 +146,11 @@ async def test_policy_lifecycle(
 
     cond = await wait_for(rejected, timeout=20, message="policy rejected in status")
     assert "example.com/Missing" in cond["message"]
-    await create_pods(api_client, namespace, [make_pod("still", cpu="100m", scheduler_name=sched, node_selector=selector)])
+    await create_pods(
+        api_client,
+        namespace,
+        [make_pod("still", cpu="100m", scheduler_name=sched, node_selector=selector)],
+    )
     await wait_for(placements, timeout=30, message="still scheduling with the last good policy")
 
     # Deleted while a pod waits for it: the pod stays Pending with an Event saying why.
@@ -137,6 +165,8 @@ async def test_policy_lifecycle(
     assert "no SchedulerPolicy serves schedulerName" in events[0].message
 
     metrics = await proc.metrics()
-    assert f'scheduler_schedule_attempts_total{{profile="{sched}",result="scheduled"}} 10.0' in metrics
+    assert (
+        f'scheduler_schedule_attempts_total{{profile="{sched}",result="scheduled"}} 10.0' in metrics
+    )
     assert 'podium_policy_reloads_total{result="applied"} 2.0' in metrics
     assert 'podium_policy_reloads_total{result="rejected"} 1.0' in metrics

@@ -61,7 +61,9 @@ async def test_binds_500_pods_on_20_nodes_without_overcommit(
         make_node(f"{namespace}-n{i}", cpu="4", memory="8Gi", pods=30) for i in range(20)
     )
     await podium()
-    pods = [make_pod(f"p{i}", cpu="100m", memory="200Mi", scheduler_name="podium") for i in range(500)]
+    pods = [
+        make_pod(f"p{i}", cpu="100m", memory="200Mi", scheduler_name="podium") for i in range(500)
+    ]
     await create_pods(api_client, namespace, pods)
 
     async def all_bound() -> bool:
@@ -83,7 +85,9 @@ async def test_unfit_pod_reports_then_binds_when_node_appears(
     await create_pods(api_client, namespace, [make_pod("huge", cpu="64", scheduler_name="podium")])
 
     async def condition() -> dict[str, Any] | None:
-        pod = await (await core.read_namespaced_pod("huge", namespace, _preload_content=False)).json()
+        pod = await (
+            await core.read_namespaced_pod("huge", namespace, _preload_content=False)
+        ).json()
         for cond in pod["status"].get("conditions") or []:
             if cond["type"] == "PodScheduled" and cond["status"] == "False":
                 return dict(cond)
@@ -107,7 +111,9 @@ async def test_unfit_pod_reports_then_binds_when_node_appears(
     await node_factory([make_node(f"{namespace}-big", cpu="128", memory="64Gi")])
 
     async def bound() -> str:
-        pod = await (await core.read_namespaced_pod("huge", namespace, _preload_content=False)).json()
+        pod = await (
+            await core.read_namespaced_pod("huge", namespace, _preload_content=False)
+        ).json()
         return str(pod["spec"].get("nodeName") or "")
 
     assert await wait_for(bound, timeout=15, message="bound after node add") == f"{namespace}-big"
@@ -135,7 +141,9 @@ async def test_other_schedulers_pods_are_left_alone_but_counted(
     await create_pods(api_client, namespace, [mine])
 
     async def message() -> str:
-        pod = await (await core.read_namespaced_pod("mine", namespace, _preload_content=False)).json()
+        pod = await (
+            await core.read_namespaced_pod("mine", namespace, _preload_content=False)
+        ).json()
         for cond in pod["status"].get("conditions") or []:
             if cond["type"] == "PodScheduled":
                 return str(cond.get("message") or "")

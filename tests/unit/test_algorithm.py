@@ -15,7 +15,13 @@ from tests.unit.builders import node, pod
 CORE = {
     "filters": [
         {"name": n}
-        for n in ("NodeName", "NodeUnschedulable", "TaintToleration", "NodeConditions", "NodeResourcesFit")
+        for n in (
+            "NodeName",
+            "NodeUnschedulable",
+            "TaintToleration",
+            "NodeConditions",
+            "NodeResourcesFit",
+        )
     ],
     "scores": [
         {"name": "TaintToleration", "weight": 3},
@@ -27,7 +33,16 @@ CORE = {
 
 @pytest.mark.parametrize(
     ("pct", "total", "expected"),
-    [(0, 50, 50), (0, 100, 100), (0, 1000, 420), (0, 5000, 500), (0, 6000, 300), (30, 1000, 300), (5, 1000, 100), (100, 7000, 7000)],
+    [
+        (0, 50, 50),
+        (0, 100, 100),
+        (0, 1000, 420),
+        (0, 5000, 500),
+        (0, 6000, 300),
+        (30, 1000, 300),
+        (5, 1000, 100),
+        (100, 7000, 7000),
+    ],
 )
 def test_num_feasible_nodes_to_find(pct: int, total: int, expected: int) -> None:
     assert num_feasible_nodes_to_find(pct, total) == expected
@@ -59,16 +74,19 @@ CASES = [
         "",
         "0/3 nodes are available: 1 Insufficient cpu, 1 node(s) had untolerated taint(s), "
         "1 node(s) were unschedulable. preemption: 0/3 nodes are available: "
-        "1 No preemption victims found for incoming pod, 2 Preemption is not helpful for scheduling.",
+        "1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling.",
         id="three-reasons-sorted",
     ),
     pytest.param(
-        [node(f"n{i}", cpu="1", memory="1Gi") for i in range(10)] + [node("t", cpu="1", taints=NOSCHED)],
+        [node(f"n{i}", cpu="1", memory="1Gi") for i in range(10)]
+        + [node("t", cpu="1", taints=NOSCHED)],
         pod("p", cpu="2", memory="2Gi"),
         "",
         "0/11 nodes are available: 1 node(s) had untolerated taint(s), 10 Insufficient cpu, "
         "10 Insufficient memory. preemption: 0/11 nodes are available: "
-        "1 Preemption is not helpful for scheduling, 10 No preemption victims found for incoming pod.",
+        "1 Preemption is not helpful for scheduling, "
+        "10 No preemption victims found for incoming pod.",
         id="lexicographic-not-numeric",
     ),
     pytest.param(
@@ -104,7 +122,9 @@ CASES = [
 
 
 @pytest.mark.parametrize(("nodes", "incoming", "chosen", "message"), CASES)
-def test_schedule(nodes: list[dict[str, Any]], incoming: dict[str, Any], chosen: str, message: str | None) -> None:
+def test_schedule(
+    nodes: list[dict[str, Any]], incoming: dict[str, Any], chosen: str, message: str | None
+) -> None:
     from podium.preemption import post_filter
 
     profile = build_profile(CORE)
@@ -114,7 +134,9 @@ def test_schedule(nodes: list[dict[str, Any]], incoming: dict[str, Any], chosen:
     assert placement.node == chosen
     if message is not None:
         assert placement.diagnosis is not None
-        placement.diagnosis.post_filter_msg = post_filter(profile, snap, info, placement.diagnosis, random.Random(1))
+        placement.diagnosis.post_filter_msg = post_filter(
+            profile, snap, info, placement.diagnosis, random.Random(1)
+        )
         assert placement.diagnosis.message() == message
 
 
@@ -123,15 +145,24 @@ def test_least_allocated_prefers_emptier_node() -> None:
         [node("busy"), node("idle")],
         [pod("x", cpu="3", memory="24Gi", node_name="busy")],
     )
-    placement = Scheduler(random.Random(0)).schedule(build_profile(CORE), snap, parse_pod(pod("p", cpu="100m")))
+    placement = Scheduler(random.Random(0)).schedule(
+        build_profile(CORE), snap, parse_pod(pod("p", cpu="100m"))
+    )
     assert placement.node == "idle"
 
 
 def test_most_allocated_packs() -> None:
-    spec = {**CORE, "pluginArgs": {"nodeResourcesFit": {"strategy": "MostAllocated"}},
-            "scores": [{"name": "NodeResourcesFit", "weight": 1}]}
-    snap = _snapshot([node("busy"), node("idle")], [pod("x", cpu="3", memory="24Gi", node_name="busy")])
-    placement = Scheduler(random.Random(0)).schedule(build_profile(spec), snap, parse_pod(pod("p", cpu="100m")))
+    spec = {
+        **CORE,
+        "pluginArgs": {"nodeResourcesFit": {"strategy": "MostAllocated"}},
+        "scores": [{"name": "NodeResourcesFit", "weight": 1}],
+    }
+    snap = _snapshot(
+        [node("busy"), node("idle")], [pod("x", cpu="3", memory="24Gi", node_name="busy")]
+    )
+    placement = Scheduler(random.Random(0)).schedule(
+        build_profile(spec), snap, parse_pod(pod("p", cpu="100m"))
+    )
     assert placement.node == "busy"
 
 

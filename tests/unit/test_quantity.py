@@ -27,7 +27,9 @@ def test_parses(text: object, milli: int, units: int) -> None:
     assert to_int(text) == units
 
 
-@pytest.mark.parametrize("text", ["", "abc", "NaN", "Infinity", "1.2.3", "1Gb", "--1", None, True, float("nan")])
+@pytest.mark.parametrize(
+    "text", ["", "abc", "NaN", "Infinity", "1.2.3", "1Gb", "--1", None, True, float("nan")]
+)
 def test_rejects(text: object) -> None:
     with pytest.raises(QuantityError):
         to_int(text)
