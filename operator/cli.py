@@ -13,7 +13,7 @@ import signal
 import sys
 from collections.abc import Sequence
 
-from podium import __version__
+from podium.api import __version__
 
 __all__ = ["main"]
 

@@ -1,7 +1,10 @@
-"""Podium: a Kubernetes pod scheduler written in Python, on kopf.
+"""Podium's public API: the pieces a policy author or an embedding program needs.
 
-The public API is small: the pieces a policy author or an embedding program
-needs. Everything else is internal and may change.
+``podium`` itself is a namespace package with no ``__init__``: its source
+folder is named ``operator/``, and a regular package there would shadow the
+standard library's ``operator`` module whenever Python runs from the
+repository root (``python -m`` puts the working directory first on
+``sys.path``). Everything outside this module is internal and may change.
 """
 
 from __future__ import annotations
