@@ -141,9 +141,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plugins() -> int:
-    from podium.algorithms import FILTERS, SCORES
+    from podium.algorithms import FILTERS, SCORES, load_entry_points
     from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 
+    load_entry_points()
     weights = dict(DEFAULT_SCORES)
     print(f"{'PLUGIN':34} {'FILTER':7} {'SCORE':6} {'WEIGHT':7} DESCRIPTION")
     for name in sorted(set(FILTERS) | set(SCORES)):

@@ -16,6 +16,7 @@ import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
+from podium.algorithms import load_entry_points
 from podium.binder import Binder
 from podium.handlers import register_nodes, register_pods, register_policies
 from podium.kube import Credentials, KubeClient, load_credentials
@@ -133,6 +134,9 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     client = KubeClient(creds, pool_size=max(16, options.max_binds_in_flight))
     metrics = Metrics()
     binder = Binder(client, options.instance, max_in_flight=options.max_binds_in_flight)
+    loaded = load_entry_points()
+    if loaded:
+        log.info("plugins_loaded", plugins=loaded)
     builtin = default_profile(options.scheduler_name)
     builtin.preemption = options.preemption
     scheduler = PodiumScheduler(
