@@ -60,7 +60,7 @@ def test_entry_point_plugin_is_loaded_and_used_by_a_policy(installed_plugin: Non
         ],
         "pluginArgs": {"example.com/PreferLabel": {"key": "fast-disk"}},
     }
-    with pytest.raises(PolicyError, match="example.com/PreferLabel"):
+    with pytest.raises(PolicyError, match=r"example\.com/PreferLabel"):
         build_profile(spec)
     assert "example.com/PreferLabel" in load_entry_points()
     cache = Cache()
