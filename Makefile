@@ -22,9 +22,11 @@ controlplane: $(STAMP)
 demo: controlplane
 	$(PY) -m podium demo
 
+SOURCES := $(wildcard operator tests bench)
+
 lint: $(STAMP)
-	$(VENV)/bin/ruff check operator tests bench
-	$(VENV)/bin/ruff format --check operator tests bench
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 
 typecheck: $(STAMP)
 	mkdir -p .mypy-src && ln -sfn ../operator .mypy-src/podium
