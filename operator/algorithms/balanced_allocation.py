@@ -35,36 +35,42 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         return any(cycle.pod.requests.get(r, 0) > 0 for r in self.resources)
 
     def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
-        fractions = []
-        valid = []
+        """v1.37 scores the change in balance: 50 + (50 + with_pod - without_pod) / 2."""
+        requested, allocated, allocatable = [], [], []
         for resource in self.resources:
-            requested, allocatable = requested_and_allocatable(cycle, nodes, resource, True)
-            present = allocatable != 0
-            fraction = requested.astype(np.float64) / np.where(present, allocatable, 1)
-            fractions.append(np.minimum(fraction, 1.0))
-            valid.append(present)
-        f = np.array(fractions)
-        v = np.array(valid)
-        count = v.sum(axis=0)
-        std = np.zeros(len(nodes), dtype=np.float64)
-        if len(self.resources) == 2:
-            both = count == 2
-            std[both] = np.abs((f[0, both] - f[1, both]) / 2)
+            with_pod, capacity = requested_and_allocatable(cycle, nodes, resource, True)
+            pod_amount = cycle.pod.requests.get(resource, 0)
+            requested.append(with_pod)
+            allocated.append(np.where(capacity != 0, with_pod - pod_amount, 0))
+            allocatable.append(capacity)
+        cap = np.array(allocatable)
+        with_pod_score = _balance(np.array(requested), cap)
+        without_pod_score = _balance(np.array(allocated), cap)
+        half = MAX_NODE_SCORE // 2
+        return half + (half + with_pod_score - without_pod_score) // 2
+
+
+def _balance(requested: IntArray, allocatable: IntArray) -> IntArray:
+    """balancedResourceScore: (1 - std of the used fractions) * 100, truncated.
+
+    Rows are resources, columns nodes; resources a node lacks are skipped.
+    The two-resource case uses |f0 - f1| / 2 exactly as Go does, so that
+    float rounding cannot move a truncated score.
+    """
+    valid = allocatable != 0
+    fractions = np.minimum(requested.astype(np.float64) / np.where(valid, allocatable, 1), 1.0)
+    count = valid.sum(axis=0)
+    std = np.zeros(requested.shape[1], dtype=np.float64)
+    for k in range(2, requested.shape[0] + 1):
+        rows = count == k
+        if not rows.any():
+            continue
+        f, v = fractions[:, rows], valid[:, rows]
+        if k == 2:
+            order = np.argsort(~v, axis=0, kind="stable")[:2]
+            cols = np.arange(f.shape[1])
+            std[rows] = np.abs((f[order[0], cols] - f[order[1], cols]) / 2)
         else:
-            for k in range(3, len(self.resources) + 1):
-                rows = count == k
-                if not rows.any():
-                    continue
-                sub_f, sub_v = f[:, rows], v[:, rows]
-                mean = np.where(sub_v, sub_f, 0).sum(axis=0) / k
-                sq = np.where(sub_v, (sub_f - mean) ** 2, 0).sum(axis=0)
-                std[rows] = np.sqrt(sq / k)
-            two = count == 2
-            if two.any():
-                # The two present fractions, in resource order.
-                order = np.argsort(~v[:, two], axis=0, kind="stable")[:2]
-                cols = np.flatnonzero(two)
-                a = f[order[0], cols]
-                b = f[order[1], cols]
-                std[two] = np.abs((a - b) / 2)
-        return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)
+            mean = np.where(v, f, 0).sum(axis=0) / k
+            std[rows] = np.sqrt(np.where(v, (f - mean) ** 2, 0).sum(axis=0) / k)
+    return ((1 - std) * MAX_NODE_SCORE).astype(np.int64)

@@ -126,11 +126,17 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
                 continue
             col = snap.resource_column(resource)
             if col is None:
-                mask = np.ones(len(nodes), dtype=bool)
+                mask = over = np.ones(len(nodes), dtype=bool)
             else:
-                mask = amount > snap.allocatable[nodes, col] - snap.requested[nodes, col]
-            if mask.any():
-                out.append(Rejection(f"Insufficient {resource}", mask))
+                allocatable = snap.allocatable[nodes, col]
+                mask = amount > allocatable - snap.requested[nodes, col]
+                over = amount > allocatable
+            # More than the node's whole allocatable: evicting pods cannot help.
+            reason = f"Insufficient {resource}"
+            if (mask & over).any():
+                out.append(Rejection(reason, mask & over, unresolvable=True))
+            if (mask & ~over).any():
+                out.append(Rejection(reason, mask & ~over))
         return out
 
     def explain(self, cycle: Cycle, node: int) -> str:

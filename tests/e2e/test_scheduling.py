@@ -100,7 +100,7 @@ async def test_unfit_pod_reports_then_binds_when_node_appears(
     assert cond["message"].startswith(f"0/{total} nodes are available: ")
     assert cond["message"] == (
         f"0/{total} nodes are available: {total} Insufficient cpu. preemption: 0/{total} nodes "
-        f"are available: {total} No preemption victims found for incoming pod."
+        f"are available: {total} Preemption is not helpful for scheduling."
     )
     events = await wait_for(
         lambda: pod_events(api_client, namespace, "huge", "FailedScheduling"), message="event"
