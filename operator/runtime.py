@@ -18,7 +18,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from podium.algorithms import load_entry_points
 from podium.binder import Binder
-from podium.handlers import register_nodes, register_pods, register_policies
+from podium.handlers import (
+    register_namespaces,
+    register_nodes,
+    register_pods,
+    register_policies,
+)
 from podium.kube import Credentials, KubeClient, load_credentials
 from podium.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
@@ -79,6 +84,7 @@ def build_registry(
         settings.batching.batch_window = 0.01
         settings.networking.request_timeout = 60
 
+    register_namespaces(registry, scheduler)
     register_nodes(registry, scheduler)
     register_pods(registry, scheduler)
     register_policies(registry, scheduler, client, options.scheduler_name)

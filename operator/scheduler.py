@@ -134,6 +134,19 @@ class PodiumScheduler:
         if event:
             self.queue.on_event(event)
 
+    def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        meta = body.get("metadata") or {}
+        name = str(meta.get("name") or "")
+        if not name:
+            return
+        if event_type == "DELETED":
+            self.snapshot.namespace_labels.pop(name, None)
+            return
+        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        if self.snapshot.namespace_labels.get(name) != labels:
+            self.snapshot.namespace_labels[name] = labels
+            self.queue.on_event(ClusterEvent.ASSIGNED_POD_UPDATE)
+
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)
         if not pod.uid:
@@ -167,6 +180,9 @@ class PodiumScheduler:
         empty cluster. Watch events that race with this list are harmless:
         every handler is level-triggered and idempotent.
         """
+        namespaces = await client.get("/api/v1/namespaces")
+        for item in namespaces.get("items") or []:
+            self.on_namespace(None, item)
         nodes = await client.get("/api/v1/nodes")
         for item in nodes.get("items") or []:
             self.on_node(None, item)
@@ -184,15 +200,16 @@ class PodiumScheduler:
     async def run(self) -> None:
         """Run the workers and the queue timers until cancelled."""
         timers = asyncio.create_task(self.queue.run_timers())
+        gauges = asyncio.create_task(self._gauge_loop())
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
         try:
             await asyncio.gather(timers, *workers)
         finally:
             self.queue.close()
-            for task in [timers, *workers, *self._tasks]:
+            for task in [timers, gauges, *workers, *self._tasks]:
                 task.cancel()
             with contextlib.suppress(BaseException):
-                await asyncio.gather(timers, *workers, *self._tasks, return_exceptions=True)
+                await asyncio.gather(timers, gauges, *workers, *self._tasks, return_exceptions=True)
 
     async def _worker(self) -> None:
         while True:
@@ -203,8 +220,13 @@ class PodiumScheduler:
             except Exception as exc:  # never let one pod take the worker down
                 log.exception("scheduling_error", pod=entry.pod.name, namespace=entry.pod.namespace)
                 self._fail(entry, "SchedulerError", f"scheduler error: {exc}", error=True)
-            self._update_gauges()
             await asyncio.sleep(0)
+
+    async def _gauge_loop(self, period: float = 1.0) -> None:
+        """Queue sizes for /metrics, sampled: counting per cycle would cost O(queue) each."""
+        while True:
+            self._update_gauges()
+            await asyncio.sleep(period)
 
     def _update_gauges(self) -> None:
         counts = self.queue.counts()

@@ -53,6 +53,7 @@ class Snapshot:
         self._allocate(0)
         self._label_columns: dict[str, tuple[np.ndarray, MaskArray]] = {}
         self.pod_generation = 0
+        self.namespace_labels: dict[str, dict[str, str]] = {}
 
     def _allocate(self, n: int) -> None:
         r = len(self.resources)

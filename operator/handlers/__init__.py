@@ -2,13 +2,17 @@
 
 Only ``kopf.on.event`` handlers are used on Nodes and Pods: they store
 nothing on the objects (no annotations, no finalizers, no progress), which
-change-detection handlers would do on every user pod.
+change-detection handlers would do on every user pod. They are ``async``
+so that kopf runs them on the event loop: a plain ``def`` would run in
+kopf's thread pool and mutate the cache from another thread while a
+scheduling cycle reads it.
 """
 
 from __future__ import annotations
 
+from podium.handlers.namespaces import register_namespaces
 from podium.handlers.nodes import register_nodes
 from podium.handlers.pods import register_pods
 from podium.handlers.policies import register_policies
 
-__all__ = ["register_nodes", "register_pods", "register_policies"]
+__all__ = ["register_namespaces", "register_nodes", "register_pods", "register_policies"]

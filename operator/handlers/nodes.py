@@ -14,7 +14,7 @@ log = structlog.get_logger("podium.handlers.nodes")
 
 def register_nodes(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -> None:
     @kopf.on.event("", "v1", "nodes", registry=registry)
-    def node_event(event: kopf.RawEvent, **_: Any) -> None:
+    async def node_event(event: kopf.RawEvent, **_: Any) -> None:
         try:
             scheduler.on_node(event.get("type"), event.get("object") or {})
         except Exception:  # a poison object must never stop the watch

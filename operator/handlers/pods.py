@@ -14,7 +14,7 @@ log = structlog.get_logger("podium.handlers.pods")
 
 def register_pods(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -> None:
     @kopf.on.event("", "v1", "pods", registry=registry)
-    def pod_event(event: kopf.RawEvent, **_: Any) -> None:
+    async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
         try:
             scheduler.on_pod(event.get("type"), event.get("object") or {})
         except Exception:  # a poison object must never stop the watch
