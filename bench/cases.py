@@ -1,0 +1,319 @@
+"""Benchmark cases: the YAML files in bench/workloads/, parsed strictly and scaled.
+
+Each file describes one case the way scheduler_perf does (a node template, the
+pod templates for the init and measured phases, optional churn, and one or more
+sized workloads), so the same shapes can be compared with upstream numbers. The
+loader rejects unknown keys: a misspelt `topologySpreadConstraint` would
+otherwise silently turn a constrained case into SchedulingBasic.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+
+from podium.devcluster.objects import make_node, make_pod
+
+__all__ = [
+    "BENCH_LABEL",
+    "ROLE_LABEL",
+    "RUN_LABEL",
+    "WORKLOADS_DIR",
+    "Case",
+    "CaseError",
+    "Churn",
+    "NodeTemplate",
+    "PodTemplate",
+    "Workload",
+    "load_cases",
+    "select",
+]
+
+WORKLOADS_DIR = Path(__file__).with_name("workloads")
+
+BENCH_LABEL = "podium.bench/managed"
+"""On every object the benchmark creates, so cleanup can find leftovers of any run."""
+RUN_LABEL = "podium.bench/run"
+ROLE_LABEL = "podium.bench/role"
+
+Expectation = Literal["bound", "unschedulable"]
+ChurnMode = Literal["create", "recreate"]
+
+
+class CaseError(ValueError):
+    """A workload file is malformed; the message names the file and the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class NodeTemplate:
+    """scheduler_perf's node-default.yaml, with the zone label spread round-robin."""
+
+    cpu: str = "4"
+    memory: str = "32Gi"
+    pods: int = 110
+    zones: tuple[str, ...] = ("zone-a", "zone-b", "zone-c")
+    labels: Mapping[str, str] = field(default_factory=dict)
+
+    def manifest(self, name: str, index: int, run_id: str) -> dict[str, Any]:
+        labels = {**self.labels, BENCH_LABEL: "true", RUN_LABEL: run_id}
+        if self.zones:
+            labels["topology.kubernetes.io/zone"] = self.zones[index % len(self.zones)]
+        return make_node(name, cpu=self.cpu, memory=self.memory, pods=self.pods, labels=labels)
+
+
+@dataclass(frozen=True, slots=True)
+class PodTemplate:
+    """A pause pod (scheduler_perf's pod-default.yaml: 100m / 500Mi) plus extra spec fields.
+
+    expect says what a correct scheduler does with such a pod: bind it, or leave it
+    Pending with PodScheduled=False/Unschedulable (a pod that fits no node).
+    """
+
+    name: str
+    cpu: str | None = "100m"
+    memory: str | None = "500Mi"
+    priority: int | None = None
+    labels: Mapping[str, str] = field(default_factory=dict)
+    spec: Mapping[str, Any] = field(default_factory=dict)
+    expect: Expectation = "bound"
+
+    def manifest(self, name: str, scheduler_name: str, run_id: str, role: str) -> dict[str, Any]:
+        labels = {**self.labels, BENCH_LABEL: "true", RUN_LABEL: run_id, ROLE_LABEL: role}
+        pod = make_pod(
+            name,
+            cpu=self.cpu,
+            memory=self.memory,
+            scheduler_name=scheduler_name,
+            labels=labels,
+            priority=self.priority,
+        )
+        pod["spec"].update(copy.deepcopy(dict(self.spec)))
+        return pod
+
+
+@dataclass(frozen=True, slots=True)
+class Churn:
+    """Objects created every interval while the measured pods are scheduled.
+
+    mode "create" keeps adding them (scheduler_perf's Unschedulable case);
+    "recreate" deletes the previous interval's objects first (SchedulingWithMixedChurn).
+    """
+
+    mode: ChurnMode
+    interval: float
+    nodes: int = 0
+    pods: tuple[str, ...] = ()
+    services: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """One size of a case: node count and the pods created in each phase."""
+
+    name: str
+    nodes: int
+    init_pods: int
+    measure_pods: int
+
+    def scaled(self, scale: float) -> Workload:
+        """Counts multiplied by scale; at least one node and one measured pod remain."""
+        return Workload(
+            name=self.name,
+            nodes=max(1, round(self.nodes * scale)),
+            init_pods=round(self.init_pods * scale),
+            measure_pods=max(1, round(self.measure_pods * scale)),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    name: str
+    description: str
+    node: NodeTemplate
+    templates: Mapping[str, PodTemplate]
+    init_template: str
+    measure_template: str
+    workloads: tuple[Workload, ...]
+    churn: Churn | None = None
+    sweep: bool = False
+    """Report the workloads as a throughput-versus-node-count series as well."""
+
+    @property
+    def init(self) -> PodTemplate:
+        return self.templates[self.init_template]
+
+    @property
+    def measure(self) -> PodTemplate:
+        return self.templates[self.measure_template]
+
+
+# -- parsing -----------------------------------------------------------------------------
+
+_CASE_KEYS = {
+    "name", "description", "node", "podTemplates", "initPods", "measurePods", "churn",
+    "workloads", "sweep",
+}  # fmt: skip
+_NODE_KEYS = {"cpu", "memory", "pods", "zones", "labels"}
+_TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect"}
+_CHURN_KEYS = {"mode", "intervalSeconds", "nodes", "pods", "services"}
+_WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods"}
+
+
+def _mapping(
+    value: Any, where: str, allowed: set[str], required: Sequence[str] = ()
+) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise CaseError(f"{where}: expected a mapping, got {type(value).__name__}")
+    unknown = sorted(set(value) - allowed)
+    if unknown:
+        raise CaseError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {sorted(allowed)}")
+    missing = [key for key in required if key not in value]
+    if missing:
+        raise CaseError(f"{where}: missing key(s) {', '.join(missing)}")
+    return value
+
+
+def _count(value: Any, where: str) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise CaseError(f"{where}: expected a non-negative integer, got {value!r}")
+    return value
+
+
+def _strings(value: Any, where: str) -> dict[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise CaseError(f"{where}: expected a mapping of strings")
+    return {key: str(item) for key, item in value.items()}
+
+
+def _template(name: str, raw: Any, where: str) -> PodTemplate:
+    body = _mapping(raw or {}, where, _TEMPLATE_KEYS)
+    expect = body.get("expect", "bound")
+    if expect not in ("bound", "unschedulable"):
+        raise CaseError(f"{where}.expect: must be bound or unschedulable, got {expect!r}")
+    spec = body.get("spec", {})
+    if not isinstance(spec, dict):
+        raise CaseError(f"{where}.spec: expected a mapping of Pod spec fields")
+    priority = body.get("priority")
+    if priority is not None and not isinstance(priority, int):
+        raise CaseError(f"{where}.priority: expected an integer")
+    return PodTemplate(
+        name=name,
+        cpu=None if body.get("cpu", "100m") is None else str(body.get("cpu", "100m")),
+        memory=None if body.get("memory", "500Mi") is None else str(body.get("memory", "500Mi")),
+        priority=priority,
+        labels=_strings(body.get("labels", {}), f"{where}.labels"),
+        spec=spec,
+        expect=expect,
+    )
+
+
+def _churn(raw: Any, where: str, templates: Mapping[str, PodTemplate]) -> Churn:
+    body = _mapping(raw, where, _CHURN_KEYS, ("mode", "intervalSeconds"))
+    mode = body["mode"]
+    if mode not in ("create", "recreate"):
+        raise CaseError(f"{where}.mode: must be create or recreate, got {mode!r}")
+    interval = body["intervalSeconds"]
+    if not isinstance(interval, int | float) or interval <= 0:
+        raise CaseError(f"{where}.intervalSeconds: expected a positive number")
+    pods = body.get("pods", [])
+    if not isinstance(pods, list) or not all(p in templates for p in pods):
+        raise CaseError(f"{where}.pods: expected a list of podTemplates names")
+    return Churn(
+        mode=mode,
+        interval=float(interval),
+        nodes=_count(body.get("nodes", 0), f"{where}.nodes"),
+        pods=tuple(pods),
+        services=_count(body.get("services", 0), f"{where}.services"),
+    )
+
+
+def parse_case(raw: Any, source: Path) -> Case:
+    where = source.name
+    body = _mapping(raw, where, _CASE_KEYS, ("name", "description", "workloads"))
+    node_raw = _mapping(body.get("node", {}), f"{where}.node", _NODE_KEYS)
+    default = NodeTemplate()
+    zones = node_raw.get("zones", list(default.zones))
+    if not isinstance(zones, list):
+        raise CaseError(f"{where}.node.zones: expected a list")
+    node = NodeTemplate(
+        cpu=str(node_raw.get("cpu", default.cpu)),
+        memory=str(node_raw.get("memory", default.memory)),
+        pods=_count(node_raw.get("pods", default.pods), f"{where}.node.pods"),
+        zones=tuple(str(z) for z in zones),
+        labels=_strings(node_raw.get("labels", {}), f"{where}.node.labels"),
+    )
+    raw_templates = body.get("podTemplates", {})
+    if not isinstance(raw_templates, dict):
+        raise CaseError(f"{where}.podTemplates: expected a mapping")
+    templates = {"default": PodTemplate("default")}
+    for name, spec in raw_templates.items():
+        templates[str(name)] = _template(str(name), spec, f"{where}.podTemplates.{name}")
+    init_template = str(body.get("initPods", "default"))
+    measure_template = str(body.get("measurePods", "default"))
+    for key, name in (("initPods", init_template), ("measurePods", measure_template)):
+        if name not in templates:
+            raise CaseError(f"{where}.{key}: no pod template named {name!r}")
+    churn = _churn(body["churn"], f"{where}.churn", templates) if body.get("churn") else None
+    if not isinstance(body["workloads"], list) or not body["workloads"]:
+        raise CaseError(f"{where}.workloads: expected a non-empty list")
+    workloads = []
+    for i, item in enumerate(body["workloads"]):
+        w = _mapping(item, f"{where}.workloads[{i}]", _WORKLOAD_KEYS, ("name", "nodes"))
+        workloads.append(
+            Workload(
+                name=str(w["name"]),
+                nodes=_count(w["nodes"], f"{where}.workloads[{i}].nodes"),
+                init_pods=_count(w.get("initPods", 0), f"{where}.workloads[{i}].initPods"),
+                measure_pods=_count(w.get("measurePods", 0), f"{where}.workloads[{i}].measurePods"),
+            )
+        )
+    return Case(
+        name=str(body["name"]),
+        description=" ".join(str(body["description"]).split()),
+        node=node,
+        templates=templates,
+        init_template=init_template,
+        measure_template=measure_template,
+        workloads=tuple(workloads),
+        churn=churn,
+        sweep=bool(body.get("sweep", False)),
+    )
+
+
+def load_cases(directory: Path = WORKLOADS_DIR) -> dict[str, Case]:
+    """Every case in directory, by name, in file-name order (the default run order)."""
+    cases: dict[str, Case] = {}
+    for path in sorted(directory.glob("*.yaml")):
+        try:
+            raw = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise CaseError(f"{path.name}: not valid YAML: {exc}") from exc
+        case = parse_case(raw, path)
+        if case.name in cases:
+            raise CaseError(f"{path.name}: case {case.name!r} is also defined elsewhere")
+        cases[case.name] = case
+    return cases
+
+
+def select(cases: Mapping[str, Case], names: Sequence[str]) -> list[tuple[Case, list[Workload]]]:
+    """Resolve `Case` or `Case/Workload` names; raise CaseError naming what exists."""
+    chosen: list[tuple[Case, list[Workload]]] = []
+    for item in names:
+        case_name, _, workload_name = item.partition("/")
+        case = cases.get(case_name)
+        if case is None:
+            raise CaseError(f"unknown case {case_name!r}; known: {', '.join(cases)}")
+        if not workload_name:
+            chosen.append((case, list(case.workloads)))
+            continue
+        matches = [w for w in case.workloads if w.name == workload_name]
+        if not matches:
+            known = ", ".join(w.name for w in case.workloads)
+            raise CaseError(f"case {case_name} has no workload {workload_name!r}; known: {known}")
+        chosen.append((case, matches))
+    return chosen

@@ -1,0 +1,642 @@
+"""One benchmark run per (case, workload, scheduler), each on fresh state.
+
+The shape of a run follows scheduler_perf: create the nodes, create the init pods
+and wait until they are bound, then create the measured pods (with churn, if the
+case has it) and measure until they are bound. Differences, and why:
+
+* Each scheduler gets its own namespace and its own nodes, and everything the
+  previous run created is deleted (grace 0) first. Nodes are cluster-scoped, so
+  otherwise the second scheduler would schedule onto the first one's full nodes.
+* The scheduler starts after its nodes exist and is ready (informers synced)
+  before the first pod, so neither scheduler is measured while still ingesting
+  thousands of node events.
+* Only one scheduler runs at a time: on two cores a second one idling in the
+  background would still take CPU from the one being measured.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib.metadata
+import os
+import platform
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import aiohttp
+
+from podium.devcluster import ControlPlane
+
+from . import report
+from .api import Api, ApiFailure
+from .apimetrics import attribute, scrape
+from .cases import BENCH_LABEL, ROLE_LABEL, RUN_LABEL, Case, Workload, load_cases, select
+from .measure import (
+    PodTracker,
+    Sampler,
+    SchedulerExited,
+    busy_cpu_seconds,
+    find_pid,
+    percentile,
+    read_process,
+    scheduler_perf_average,
+)
+from .progress import Progress
+from .results import BenchResults, RunResult
+from .schedulers import (
+    KUBE,
+    PODIUM,
+    SCHEDULERS,
+    BenchScheduler,
+    KubeSchedulerUnderTest,
+    PodiumUnderTest,
+    PySpy,
+    profile_top,
+)
+from .validate import check_placements
+
+__all__ = ["BenchConfig", "run_bench"]
+
+_SELECTOR = f"{BENCH_LABEL}=true"
+_ROLES = ("init", "measure", "churn")
+_CREATE_CONCURRENCY = 32
+_UNSCHEDULABLE_GRACE = 30.0
+"""Seconds a scheduler gets, after the measured pods, to mark the last never-fitting pods."""
+
+
+@dataclass(slots=True)
+class BenchConfig:
+    """What to run. cases holds `Case` or `Case/Workload` names; empty means every case."""
+
+    cases: Sequence[str] = ()
+    scale: float = 1.0
+    out: Path = Path("out/bench")
+    schedulers: Sequence[str] = SCHEDULERS
+    timeout: float = 600.0
+    """Seconds per phase (nodes, init pods, measured pods) before the run gives up."""
+    profile: bool = False
+    """Record a py-spy profile of Podium over each measured phase."""
+    podium_args: Sequence[str] = ()
+    progress: TextIO | None = field(default_factory=lambda: sys.stderr)
+    """Live status lines; None for silence."""
+    report: TextIO | None = field(default_factory=lambda: sys.stdout)
+    """Where the result tables are printed; None for silence."""
+
+
+class _Bench:
+    def __init__(
+        self, config: BenchConfig, control_plane: ControlPlane, api: Api, progress: Progress
+    ) -> None:
+        self.config = config
+        self.plane = control_plane
+        self.api = api
+        self.progress = progress
+        self.logs = config.out / "logs"
+        self.logs.mkdir(parents=True, exist_ok=True)
+
+    # -- cluster state -----------------------------------------------------------------
+
+    async def cleanup(self) -> None:
+        """Delete every pod, Service and node any benchmark run created, and wait until gone."""
+        api = self.api
+        namespaces = await api.list(
+            "/api/v1/namespaces", "namespaces", {"labelSelector": _SELECTOR}
+        )
+        services = await api.list("/api/v1/services", "services", {"labelSelector": _SELECTOR})
+        # The apiserver deletes a collection one object at a time, so the collections
+        # (pods per namespace and role, nodes) are deleted side by side.
+        async with asyncio.TaskGroup() as group:
+            for ns in namespaces["items"]:
+                for role in _ROLES:
+                    group.create_task(
+                        api.delete_collection(
+                            f"/api/v1/namespaces/{ns['metadata']['name']}/pods",
+                            "pods",
+                            f"{_SELECTOR},{ROLE_LABEL}={role}",
+                        )
+                    )
+            group.create_task(api.delete_collection("/api/v1/nodes", "nodes", _SELECTOR))
+            for svc in services["items"]:
+                meta = svc["metadata"]
+                group.create_task(
+                    api.delete(
+                        f"/api/v1/namespaces/{meta['namespace']}/services/{meta['name']}",
+                        "services",
+                    )
+                )
+        for ns in namespaces["items"]:
+            if not ns["metadata"].get("deletionTimestamp"):
+                await api.delete(
+                    f"/api/v1/namespaces/{ns['metadata']['name']}", "namespaces", False
+                )
+        deadline = time.monotonic() + self.config.timeout
+        for path, resource_name in (("/api/v1/pods", "pods"), ("/api/v1/nodes", "nodes")):
+            while (await api.list(path, resource_name, {"labelSelector": _SELECTOR, "limit": "1"}))[
+                "items"
+            ]:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"benchmark {resource_name} were not deleted in time")
+                await asyncio.sleep(0.5)
+
+    async def create_all(
+        self,
+        path: str,
+        resource_name: str,
+        bodies: Iterable[dict[str, Any]],
+        before_each: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        """Create objects with a fixed number of requests in flight, as fast as the server goes."""
+        items = iter(bodies)
+
+        async def worker() -> None:
+            for body in items:
+                if before_each is not None:
+                    before_each(body)
+                await self.api.create(path, resource_name, body)
+
+        async with asyncio.TaskGroup() as group:  # one failure stops the other workers
+            for _ in range(_CREATE_CONCURRENCY):
+                group.create_task(worker())
+
+    async def foreign_nodes(self) -> int:
+        """Nodes the benchmark did not create; both schedulers would see them too."""
+        nodes = await self.api.list("/api/v1/nodes", "nodes", {"labelSelector": f"!{BENCH_LABEL}"})
+        return len(nodes["items"])
+
+    # -- one run ---------------------------------------------------------------------
+
+    def scheduler(self, label: str, title: str) -> BenchScheduler:
+        if label == KUBE:
+            return KubeSchedulerUnderTest(self.plane)
+        return PodiumUnderTest(
+            self.plane, self.logs / f"{title}.podium.log", extra_args=self.config.podium_args
+        )
+
+    async def run(self, case: Case, workload: Workload, label: str, seq: int) -> RunResult:
+        short = "kube" if label == KUBE else "podium"
+        run_id = f"r{seq}-{short}"
+        slug = re.sub(r"[^a-z0-9]+", "-", case.name.lower()).strip("-")[:30]
+        namespace = f"bench-{slug}-{run_id}"
+        title = f"{case.name}/{workload.name} {label}"
+        sched = self.scheduler(label, namespace)
+        result = RunResult(
+            case=case.name,
+            workload=workload.name,
+            scheduler=label,
+            scheduler_name=sched.scheduler_name,
+            nodes=workload.nodes,
+            init_pods=workload.init_pods,
+            measure_pods=workload.measure_pods,
+            log=str(sched.log_path),
+        )
+        self.progress.run(title)
+        self.progress.note(
+            f"{title}: {workload.nodes} nodes, {workload.init_pods} init pods, "
+            f"{workload.measure_pods} measured pods"
+        )
+        try:
+            await self._run(case, workload, sched, run_id, namespace, result)
+        except* (TimeoutError, RuntimeError, aiohttp.ClientError) as group:
+            exc = group.exceptions[0]
+            result.status = f"error: {exc}"
+            self.progress.note(f"  {title} failed: {exc}")
+        finally:
+            self.progress.done()
+        return result
+
+    async def _run(
+        self,
+        case: Case,
+        workload: Workload,
+        sched: BenchScheduler,
+        run_id: str,
+        namespace: str,
+        result: RunResult,
+    ) -> None:
+        api, timeout = self.api, self.config.timeout
+        self.progress.phase("cleanup")
+        await self.cleanup()
+        await api.create(
+            "/api/v1/namespaces",
+            "namespaces",
+            {"metadata": {"name": namespace, "labels": {BENCH_LABEL: "true", RUN_LABEL: run_id}}},
+        )
+        created_nodes = [0]
+
+        def count_node(_: dict[str, Any]) -> None:
+            created_nodes[0] += 1
+
+        self.progress.phase("create nodes", workload.nodes, lambda: created_nodes[0])
+        async with self.progress.ticking(), asyncio.timeout(timeout):
+            await self.create_all(
+                "/api/v1/nodes",
+                "nodes",
+                (
+                    case.node.manifest(f"{run_id}-n{i:05d}", i, run_id)
+                    for i in range(workload.nodes)
+                ),
+                count_node,
+            )
+        tracker = PodTracker()
+        pods_path = f"/api/v1/namespaces/{namespace}/pods"
+
+        async def relist() -> str:
+            listing = await api.list(pods_path, "pods")
+            for pod in listing["items"]:
+                tracker.on_event("MODIFIED", pod)
+            return str(listing["metadata"]["resourceVersion"])
+
+        watch = asyncio.create_task(
+            api.watch(pods_path, "pods", await relist(), tracker.on_event, relist)
+        )
+        profiler: PySpy | None = None
+        try:
+            self.progress.phase("start scheduler")
+            await sched.astart()
+            await self._init_phase(case, workload, sched, run_id, namespace, tracker, result)
+            if sched.label == PODIUM and self.config.profile:
+                profiler = PySpy(sched.pid, self.config.out / "profiles" / f"{namespace}.raw")
+            churned = await self._measure_phase(
+                case, workload, sched, run_id, namespace, tracker, result
+            )
+            if profiler is not None:
+                profiler.stop()
+                top = profiler.output.with_suffix(".txt")
+                top.write_text(profile_top(profiler.output))
+                result.profile = str(top)
+                profiler = None
+            await self._check_unschedulable(case, sched, tracker, churned, result)
+            sample = read_process(sched.pid)
+            result.cpu_seconds_total = sample.cpu_seconds
+            result.peak_rss_mib = sample.peak_rss_bytes / 2**20
+        finally:
+            if profiler is not None:
+                profiler.stop()
+            await sched.astop()
+            watch.cancel()
+            with contextlib.suppress(asyncio.CancelledError, ApiFailure):
+                await watch
+        self.progress.phase("check placements")
+        pods = await api.list(pods_path, "pods")
+        nodes = await api.list("/api/v1/nodes", "nodes")
+        check = await asyncio.to_thread(check_placements, pods["items"], nodes["items"])
+        result.correctness.violations = dict(check.violations)
+        result.correctness.examples = check.examples
+        result.correctness.quality = check.quality
+        result.correctness.on_deleted_nodes = check.on_deleted_nodes
+
+    async def _wait_bound(
+        self, tracker: PodTracker, role: str, target: int, sched: BenchScheduler, deadline: float
+    ) -> bool:
+        try:
+            return await tracker.wait(lambda: tracker.bound[role] >= target, deadline, sched.alive)
+        except SchedulerExited:
+            raise SchedulerExited(f"{sched.label} exited; see {sched.log_path}") from None
+
+    async def _init_phase(
+        self,
+        case: Case,
+        workload: Workload,
+        sched: BenchScheduler,
+        run_id: str,
+        namespace: str,
+        tracker: PodTracker,
+        result: RunResult,
+    ) -> None:
+        if not workload.init_pods:
+            return
+        template = case.init
+        self.progress.phase("init pods", workload.init_pods, lambda: tracker.bound["init"])
+        deadline = time.monotonic() + self.config.timeout
+        async with self.progress.ticking():
+            await self.create_all(
+                f"/api/v1/namespaces/{namespace}/pods",
+                "pods",
+                (
+                    template.manifest(f"init-{i:05d}", sched.scheduler_name, run_id, "init")
+                    for i in range(workload.init_pods)
+                ),
+                lambda body: tracker.creating(body["metadata"]["name"], "init"),
+            )
+            bound = await self._wait_bound(tracker, "init", workload.init_pods, sched, deadline)
+        result.correctness.init_unbound = workload.init_pods - tracker.bound["init"]
+        if not bound:
+            raise TimeoutError(
+                f"{result.correctness.init_unbound} of {workload.init_pods} init pods "
+                f"unbound after {self.config.timeout:.0f}s"
+            )
+
+    async def _measure_phase(
+        self,
+        case: Case,
+        workload: Workload,
+        sched: BenchScheduler,
+        run_id: str,
+        namespace: str,
+        tracker: PodTracker,
+        result: RunResult,
+    ) -> dict[str, str]:
+        """Returns the churn pods created, name -> template name."""
+        api, plane = self.api, self.plane
+        others = {
+            "apiserver": find_pid(
+                str(plane.binaries.kube_apiserver), f"--secure-port={plane.api_port}"
+            ),
+            "etcd": find_pid(str(plane.binaries.etcd)),
+        }
+        before_server = await scrape(plane)
+        before_harness = dict(api.counts)
+        before = read_process(sched.pid)
+        before_others = {name: read_process(pid) for name, pid in others.items() if pid is not None}
+        before_self = resource.getrusage(resource.RUSAGE_SELF)
+        before_busy = busy_cpu_seconds()
+
+        churned: dict[str, str] = {}
+        template = case.measure
+        target = workload.measure_pods
+        sampler = Sampler(time.monotonic())
+        deadline = sampler.started + self.config.timeout
+        self.progress.phase("measured pods", target, lambda: tracker.bound["measure"])
+
+        async def sample() -> None:
+            while True:
+                await asyncio.sleep(1.0)
+                sampler.sample(tracker.bound["measure"])
+
+        async def create() -> float:
+            await self.create_all(
+                f"/api/v1/namespaces/{namespace}/pods",
+                "pods",
+                (
+                    template.manifest(f"pod-{i:05d}", sched.scheduler_name, run_id, "measure")
+                    for i in range(target)
+                ),
+                lambda body: tracker.creating(body["metadata"]["name"], "measure"),
+            )
+            return time.monotonic()
+
+        background = [asyncio.create_task(sample())]
+        if case.churn is not None:
+            background.append(
+                asyncio.create_task(self._churn(case, sched, run_id, namespace, tracker, churned))
+            )
+        try:
+            async with self.progress.ticking():
+                creating = asyncio.create_task(create())
+                complete = await self._wait_bound(tracker, "measure", target, sched, deadline)
+                created_at = await creating
+        finally:
+            for task in background:
+                task.cancel()
+            for task in background:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+
+        after = read_process(sched.pid)
+        after_others = {name: read_process(pid) for name, pid in others.items() if pid is not None}
+        after_self = resource.getrusage(resource.RUSAGE_SELF)
+        after_busy = busy_cpu_seconds()
+        after_harness = dict(api.counts)
+        after_server = await scrape(plane)
+
+        measured = tracker.of_role("measure")
+        bound_times = [s.bound_at for s in measured if s.bound_at is not None]
+        end = max(bound_times) if complete and bound_times else time.monotonic()
+        elapsed = end - sampler.started
+        if complete:
+            sampler.samples.append((elapsed, target))
+        else:
+            result.status = "timeout"
+        result.bound = tracker.bound["measure"]
+        result.correctness.measure_unbound = target - result.bound
+        result.timeline = _timeline(sorted(t - sampler.started for t in bound_times))
+        rates = scheduler_perf_average(sampler.samples)
+        result.throughput_samples = [round(rate, 2) for rate in rates]
+        result.throughput = sum(rates) / len(rates) if rates else None
+        result.throughput_overall = result.bound / elapsed if elapsed > 0 else None
+        result.create_rate = target / (created_at - sampler.started)
+        result.measure_seconds = elapsed
+        latencies = tracker.latencies("measure")
+        result.latency_ms = {
+            f"p{q}": None if (v := percentile(latencies, q)) is None else round(v * 1000, 1)
+            for q in (50, 90, 99, 100)
+        }
+        result.cpu_seconds = after.cpu_seconds - before.cpu_seconds
+        if "apiserver" in before_others:
+            result.apiserver_cpu_seconds = (
+                after_others["apiserver"].cpu_seconds - before_others["apiserver"].cpu_seconds
+            )
+        if "etcd" in before_others:
+            result.etcd_cpu_seconds = (
+                after_others["etcd"].cpu_seconds - before_others["etcd"].cpu_seconds
+            )
+        result.harness_cpu_seconds = (after_self.ru_utime + after_self.ru_stime) - (
+            before_self.ru_utime + before_self.ru_stime
+        )
+        accounted = result.cpu_seconds + result.harness_cpu_seconds
+        accounted += (result.apiserver_cpu_seconds or 0.0) + (result.etcd_cpu_seconds or 0.0)
+        result.background_cpu_seconds = max(0.0, after_busy - before_busy - accounted)
+        attribution = attribute(before_server, after_server, before_harness, after_harness)
+        result.requests = attribution.scheduler
+        result.requests_internal = attribution.internal
+        result.requests_mismatch = attribution.mismatch
+        result.requests_per_pod = attribution.total / result.bound if result.bound else None
+        return churned
+
+    async def _churn(
+        self,
+        case: Case,
+        sched: BenchScheduler,
+        run_id: str,
+        namespace: str,
+        tracker: PodTracker,
+        churned: dict[str, str],
+    ) -> None:
+        """Create (and in recreate mode, first delete) the churn objects every interval."""
+        churn = case.churn
+        assert churn is not None
+        api = self.api
+        previous: list[tuple[str, str]] = []
+        tick = 0
+        next_at = time.monotonic()
+        while True:
+            if churn.mode == "recreate":
+                for path, resource_name in previous:
+                    await api.delete(path, resource_name)
+                previous.clear()
+            for i in range(churn.nodes):
+                name = f"{run_id}-churn-{tick}-{i}"
+                await api.create(
+                    "/api/v1/nodes", "nodes", case.node.manifest(name, tick + i, run_id)
+                )
+                previous.append((f"/api/v1/nodes/{name}", "nodes"))
+            for template_name in churn.pods:
+                name = f"churn-{tick:05d}-{template_name}"
+                body = case.templates[template_name].manifest(
+                    name, sched.scheduler_name, run_id, "churn"
+                )
+                tracker.creating(name, "churn")
+                churned[name] = template_name
+                await api.create(f"/api/v1/namespaces/{namespace}/pods", "pods", body)
+                previous.append((f"/api/v1/namespaces/{namespace}/pods/{name}", "pods"))
+            for i in range(churn.services):
+                name = f"churn-{tick}-{i}"
+                await api.create(
+                    f"/api/v1/namespaces/{namespace}/services",
+                    "services",
+                    {
+                        "metadata": {
+                            "name": name,
+                            "labels": {BENCH_LABEL: "true", RUN_LABEL: run_id},
+                        },
+                        "spec": {"selector": {"app": name}, "ports": [{"port": 80}]},
+                    },
+                )
+                previous.append((f"/api/v1/namespaces/{namespace}/services/{name}", "services"))
+            tick += 1
+            next_at += churn.interval
+            await asyncio.sleep(max(0.0, next_at - time.monotonic()))
+
+    async def _check_unschedulable(
+        self,
+        case: Case,
+        sched: BenchScheduler,
+        tracker: PodTracker,
+        churned: dict[str, str],
+        result: RunResult,
+    ) -> None:
+        """Never-fitting churn pods must stay unbound and say PodScheduled=False/Unschedulable."""
+        expected = [
+            tracker.pods[name]
+            for name, template in churned.items()
+            if case.templates[template].expect == "unschedulable" and name in tracker.pods
+        ]
+        fitting = [
+            tracker.pods[name]
+            for name, template in churned.items()
+            if case.templates[template].expect == "bound" and name in tracker.pods
+        ]
+        if not expected and not fitting:
+            return
+        correctness = result.correctness
+
+        def unreported() -> int:
+            return sum(
+                1
+                for s in expected
+                if not s.deleted
+                and s.bound_at is None
+                and s.condition != ("False", "Unschedulable")
+            )
+
+        self.progress.phase(
+            "never-fitting pods marked", len(expected), lambda: len(expected) - unreported()
+        )
+        deadline = time.monotonic() + min(_UNSCHEDULABLE_GRACE, self.config.timeout)
+        with contextlib.suppress(SchedulerExited):
+            await tracker.wait(lambda: not unreported(), deadline, sched.alive)
+        correctness.churn_wrongly_bound = sum(1 for s in expected if s.bound_at is not None)
+        correctness.churn_not_reported = unreported()
+        correctness.churn_unschedulable_checked = sum(1 for s in expected if not s.deleted)
+        correctness.measure_unbound += sum(
+            1 for s in fitting if s.bound_at is None and not s.deleted
+        )
+
+
+def _timeline(offsets: Sequence[float], points: int = 400) -> list[tuple[float, int]]:
+    """(seconds, bound so far) at every bind, thinned to about `points` for the plot."""
+    step = max(1, len(offsets) // points)
+    marks = [(round(offsets[i], 3), i + 1) for i in range(step - 1, len(offsets), step)]
+    if offsets and marks[-1][1] != len(offsets):
+        marks.append((round(offsets[-1], 3), len(offsets)))
+    return marks
+
+
+def _version(binary: Path) -> str:
+    try:
+        out = subprocess.run([str(binary), "--version"], capture_output=True, text=True, timeout=30)
+    except OSError:
+        return "unknown"
+    return (out.stdout or out.stderr).strip()
+
+
+async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = None) -> BenchResults:
+    """Run the selected cases for each scheduler; write results.json and the plot under out.
+
+    control_plane may be one already running (the test session's); otherwise a
+    ControlPlane with perf=True is started for the benchmark and stopped after it.
+    """
+    cases = load_cases()
+    chosen = select(cases, list(config.cases) or list(cases))
+    own_plane = control_plane is None
+    if control_plane is None:
+        # Its logs (apiserver, etcd, kube-scheduler) belong to this benchmark run only.
+        workdir = (config.out / "cluster").resolve()
+        shutil.rmtree(workdir, ignore_errors=True)
+        control_plane = ControlPlane(workdir=workdir, perf=True)
+    plane = control_plane
+    results = BenchResults(
+        meta={
+            "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "scale": config.scale,
+            "timeout_s": config.timeout,
+            "schedulers": list(config.schedulers),
+            "podium_version": importlib.metadata.version("podium"),
+            "podium_args": list(config.podium_args),
+            "python": platform.python_version(),
+            "cpus": len(os.sched_getaffinity(0)),
+            "apiserver_perf_flags": plane.perf,
+        }
+    )
+    progress = Progress(config.progress)
+    if own_plane:
+        progress.note("starting etcd and kube-apiserver (perf flags) ...")
+        await plane.astart()
+    api = await Api.connect(str(plane.kubeconfig), _CREATE_CONCURRENCY)
+    bench = _Bench(config, plane, api, progress)
+    try:
+        results.meta["kube_scheduler_version"] = _version(plane.binaries.kube_scheduler)
+        results.meta["foreign_nodes"] = foreign = await bench.foreign_nodes()
+        if foreign:
+            bench.progress.note(
+                f"warning: {foreign} node(s) not created by the benchmark exist; both "
+                "schedulers will see them"
+            )
+        seq = 0
+        for case, workloads in chosen:
+            for workload in workloads:
+                scaled = workload.scaled(config.scale)
+                for label in config.schedulers:
+                    seq += 1
+                    results.runs.append(await bench.run(case, scaled, label, seq))
+                    results.write(config.out / "results.json")
+                group = [r for r in results.runs if r.key == f"{case.name}/{workload.name}"]
+                _emit(config.report, report.table(group))
+        await bench.cleanup()
+    finally:
+        await api.close()
+        if own_plane:
+            await plane.astop()
+    results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results.write(config.out / "results.json")
+    sweep_cases = {case.name for case, _ in chosen if case.sweep}
+    report.plot(results, config.out / "bound_over_time.png", sweep_cases)
+    sweep = report.sweep_table(results, sweep_cases)
+    if sweep:
+        _emit(config.report, sweep)
+    return results
+
+
+def _emit(stream: TextIO | None, text: str) -> None:
+    if stream is not None:
+        stream.write(text + "\n")
+        stream.flush()
