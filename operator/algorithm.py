@@ -143,6 +143,7 @@ def schedule(
         plugin=np.full(total, -1, dtype=np.int16),
     )
     allowed: frozenset[str] | None = None
+    restricting: list[str] = []
     for plugin in profile.filters:
         result = plugin.pre_filter(cycle)
         if result is None:
@@ -156,6 +157,18 @@ def schedule(
         if result.node_names is not None:
             allowed = result.node_names if allowed is None else allowed & result.node_names
             diagnosis.rejected_by.add(plugin.name)
+            restricting.append(plugin.name)
+            if not allowed:
+                # RunPreFilterPlugins: disjoint node sets reject the pod outright.
+                plugins = sorted(set(restricting))
+                diagnosis.prefilter_msg = (
+                    f"node(s) didn't satisfy plugin {plugins[0]}"
+                    if len(plugins) == 1
+                    else f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously"
+                )
+                diagnosis.prefilter_plugin = plugin.name
+                diagnosis.status[:] = UNRESOLVABLE
+                return Placement(diagnosis=diagnosis)
 
     order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
     if allowed is not None:
@@ -163,7 +176,7 @@ def schedule(
         excluded = order[~keep]
         diagnosis.status[excluded] = UNRESOLVABLE
         if excluded.size:
-            names = ", ".join(sorted(diagnosis.rejected_by))
+            names = " ".join(sorted(set(restricting)))
             diagnosis.reasons[f"node(s) didn't satisfy plugin(s) [{names}]"] += int(excluded.size)
         order = order[keep]
 

@@ -88,7 +88,7 @@ class Cache:
 
     def _drop_if_empty(self, state: NodeState) -> None:
         if state.node is None and not state.pods:
-            del self.nodes[state.name]
+            self.nodes.pop(state.name, None)
             self.changed.pop(state.name, None)
 
     # -- nodes -------------------------------------------------------------

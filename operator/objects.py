@@ -337,8 +337,9 @@ def parse_node(body: Json) -> NodeInfo:
         image = _dict(image)
         size = image.get("sizeBytes")
         size = size if isinstance(size, int) and size > 0 else 0
+        # Node image names stay as reported; only the pod's names are normalised.
         for name in _list(image.get("names")):
-            images[normalize_image(str(name))] = size
+            images[str(name)] = size
     conditions = {
         str(_dict(c).get("type")): str(_dict(c).get("status"))
         for c in _list(status.get("conditions"))

@@ -4,9 +4,10 @@ This module answers the question kube-scheduler's PostFilter answers in its
 message: could evicting lower-priority pods help? Nodes rejected as
 unresolvable never can; of the others, kube-scheduler dry-runs a bounded
 number of candidates starting at a random offset, and a node without any
-lower-priority pod has no victims. Nodes that do hold lower-priority pods are
-left out of the histogram: victim selection and eviction are not part of
-this module yet, so it makes no claim about them.
+lower-priority pod has no victims. Victim selection and eviction are not
+implemented yet: nodes that do hold lower-priority pods get no explicit
+status, so they are counted with the absent nodes as "not helpful", which
+differs from kube-scheduler whenever it would preempt.
 """
 
 from __future__ import annotations

@@ -116,7 +116,8 @@ class PodiumScheduler:
 
     # -- watch events ------------------------------------------------------------------
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        name = str((body.get("metadata") or {}).get("name") or "")
+        meta = body.get("metadata")
+        name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
         if not name:
             return
         if event_type == "DELETED":
@@ -135,14 +136,15 @@ class PodiumScheduler:
             self.queue.on_event(event)
 
     def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        meta = body.get("metadata") or {}
-        name = str(meta.get("name") or "")
-        if not name:
+        meta = body.get("metadata")
+        if not isinstance(meta, Mapping) or not meta.get("name"):
             return
+        name = str(meta["name"])
         if event_type == "DELETED":
             self.snapshot.namespace_labels.pop(name, None)
             return
-        labels = {str(k): str(v) for k, v in (meta.get("labels") or {}).items()}
+        raw = meta.get("labels")
+        labels = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
         if self.snapshot.namespace_labels.get(name) != labels:
             self.snapshot.namespace_labels[name] = labels
             self.queue.on_event(ClusterEvent.ASSIGNED_POD_UPDATE)

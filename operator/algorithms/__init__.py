@@ -30,6 +30,13 @@ _BUILTIN = (
     "node_resources_fit",
     "balanced_allocation",
     "taint_toleration",
+    "node_affinity",
+    "node_ports",
+    "inter_pod_affinity",
+    "pod_topology_spread",
+    "image_locality",
+    "no_disk_conflict",
+    "node_prefer_avoid_pods",
 )
 
 log = structlog.get_logger("podium.algorithms")

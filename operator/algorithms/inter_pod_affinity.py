@@ -1,0 +1,658 @@
+"""InterPodAffinity: required pod (anti-)affinity filter; preferred terms score.
+
+Follows kube-scheduler v1.37 with InterPodAffinityHostnameFastPath off (its
+default): PreFilter counts, per topology pair (key, value), the existing pods
+that match all of the incoming pod's affinity terms, those that match each
+of its anti-affinity terms, and the existing pods whose required
+anti-affinity matches the incoming pod (the symmetry rule). Filter then
+reads those counts through the node's labels, vectorised over label codes.
+
+Namespaces: a term without namespaces and namespaceSelector means the pod's
+own namespace; ``namespaceSelector: {}`` means every namespace; a selector
+with requirements is resolved against ``Snapshot.namespace_labels`` (empty
+until something fills it, in which case such a term matches only its listed
+namespaces). matchLabelKeys / mismatchLabelKeys are merged into the label
+selector by the API server when the pod is created (MatchLabelKeysInPodAffinity,
+GA and locked on); kube-scheduler reads the merged selector and ignores the
+key lists, and so does Podium.
+
+``PodIndex`` keeps, per snapshot, the bound pods by namespace, by controller
+owner, by the label keys that selectors have asked about, and the pods that
+carry affinity terms, updating only rows whose pods changed since the last
+cycle; PodTopologySpread uses it too.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import numpy as np
+
+from podium.algorithms import register
+from podium.algorithms.node_affinity import (
+    EXISTS,
+    IN,
+    NOTHING,
+    RowTracker,
+    Selector,
+    label_codes,
+    parse_label_selector,
+    same_pods,
+    snapshot_cache,
+)
+from podium.framework import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    IndexArray,
+    IntArray,
+    MaskArray,
+    PreFilterResult,
+    Rejection,
+    ScorePlugin,
+)
+
+if TYPE_CHECKING:
+    from podium.objects import PodInfo
+    from podium.snapshot import Snapshot
+
+REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
+REASON_AFFINITY = "node(s) didn't match pod affinity rules"
+REASON_ANTI = "node(s) didn't match pod anti-affinity rules"
+
+T = TypeVar("T")
+_CONTROLLERS = frozenset(
+    {("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")}
+)
+
+
+# -- terms ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class AffinityTerm:
+    """fwk.AffinityTerm: which pods (namespaces x selector) and the topology key."""
+
+    namespaces: frozenset[str]
+    selector: Selector
+    topology_key: str
+    ns_selector: Selector = NOTHING
+
+    def matches(self, pod: PodInfo, ns_labels: Mapping[str, str]) -> bool:
+        if pod.namespace in self.namespaces or self.ns_selector.matches(ns_labels):
+            return self.selector.matches(pod.labels)
+        return False
+
+    def describe(self) -> str:
+        if self.ns_selector.empty:
+            where = "all namespaces"
+        else:
+            where = (
+                "namespace " + ",".join(sorted(self.namespaces))
+                if self.namespaces
+                else "no namespace"
+            )
+        return f"[{self.selector.describe()}] ({where})"
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedTerm:
+    weight: int
+    term: AffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    """A pod's four term lists; ``error`` names the lists that did not parse."""
+
+    required: tuple[AffinityTerm, ...] = ()
+    required_anti: tuple[AffinityTerm, ...] = ()
+    preferred: tuple[WeightedTerm, ...] = ()
+    preferred_anti: tuple[WeightedTerm, ...] = ()
+    error: str = ""
+
+
+def parse_term(raw: object, namespace: str) -> AffinityTerm | str:
+    """newAffinityTerm: the selector, the namespaces and the namespace selector."""
+    if not isinstance(raw, Mapping):
+        return f"affinity term must be an object, got {raw!r}"
+    selector = parse_label_selector(raw.get("labelSelector"))
+    if isinstance(selector, str):
+        return selector
+    names = raw.get("namespaces") or []
+    if not isinstance(names, list):
+        return "namespaces must be a list"
+    raw_ns_selector = raw.get("namespaceSelector")
+    namespaces = frozenset(str(n) for n in names)
+    if not names and raw_ns_selector is None:
+        namespaces = frozenset((namespace,))
+    ns_selector = parse_label_selector(raw_ns_selector)
+    if isinstance(ns_selector, str):
+        return ns_selector
+    return AffinityTerm(namespaces, selector, str(raw.get("topologyKey") or ""), ns_selector)
+
+
+def _terms(raw: object, namespace: str) -> tuple[tuple[AffinityTerm, ...], str]:
+    """GetAffinityTerms: one bad term loses the whole list."""
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        term = parse_term(item, namespace)
+        if isinstance(term, str):
+            return (), term
+        out.append(term)
+    return tuple(out), ""
+
+
+def _weighted(raw: object, namespace: str) -> tuple[tuple[WeightedTerm, ...], str]:
+    out = []
+    for item in raw if isinstance(raw, list) else []:
+        item = item if isinstance(item, Mapping) else {}
+        weight = item.get("weight")
+        term = parse_term(item.get("podAffinityTerm"), namespace)
+        if isinstance(term, str):
+            return (), term
+        if isinstance(weight, bool) or not isinstance(weight, int):
+            weight = 0
+        out.append(WeightedTerm(weight, term))
+    return tuple(out), ""
+
+
+def has_pod_affinity(pod: PodInfo) -> bool:
+    return bool(pod.affinity.get("podAffinity") or pod.affinity.get("podAntiAffinity"))
+
+
+def parse_pod_affinity(pod: PodInfo) -> PodAffinity:
+    """framework.NewPodInfo's term lists for one pod."""
+    if not has_pod_affinity(pod):
+        return PodAffinity()
+    ns = pod.namespace
+
+    def part(kind: str, when: str) -> object:
+        section = pod.affinity.get(kind)
+        return section.get(when) if isinstance(section, Mapping) else None
+
+    required, e1 = _terms(part("podAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), ns)
+    anti, e2 = _terms(part("podAntiAffinity", "requiredDuringSchedulingIgnoredDuringExecution"), ns)
+    preferred, e3 = _weighted(
+        part("podAffinity", "preferredDuringSchedulingIgnoredDuringExecution"), ns
+    )
+    preferred_anti, e4 = _weighted(
+        part("podAntiAffinity", "preferredDuringSchedulingIgnoredDuringExecution"), ns
+    )
+    errors = [
+        f"{what}: {err}"
+        for what, err in (
+            ("requiredAffinityTerms", e1),
+            ("requiredAntiAffinityTerms", e2),
+            ("preferredAffinityTerms", e3),
+            ("preferredAntiAffinityTerms", e4),
+        )
+        if err
+    ]
+    error = errors[0] if len(errors) == 1 else ("[" + ", ".join(errors) + "]" if errors else "")
+    return PodAffinity(required, anti, preferred, preferred_anti, error)
+
+
+def merge_namespaces(term: AffinityTerm, snapshot: Snapshot) -> AffinityTerm:
+    """mergeAffinityTermNamespacesIfNotEmpty: resolve a namespace selector to names."""
+    if term.ns_selector.empty:
+        return term
+    chosen = {
+        ns for ns, labels in snapshot.namespace_labels.items() if term.ns_selector.matches(labels)
+    }
+    return replace(term, namespaces=term.namespaces | chosen, ns_selector=NOTHING)
+
+
+def controller_owner(pod: PodInfo) -> str:
+    """The uid of the pod's controlling ReplicationController, ReplicaSet or StatefulSet."""
+    meta = pod.raw.get("metadata")
+    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
+    if not refs or not isinstance(refs, list):
+        return ""
+    for ref in refs:
+        if isinstance(ref, dict) and ref.get("controller") is True:
+            if (ref.get("apiVersion"), ref.get("kind")) in _CONTROLLERS:
+                return str(ref.get("uid") or "")
+            return ""
+    return ""
+
+
+# -- the per-snapshot pod index ---------------------------------------------------------
+# Tables map a key (namespace, owner uid, label value) to the pods on each node, by node name.
+ByNode = dict[str, list["PodInfo"]]
+
+
+class PodIndex:
+    """Bound pods of one snapshot, indexed for selector lookups; updated per changed node."""
+
+    def __init__(self) -> None:
+        self.tracker: RowTracker[dict[str, PodInfo]] = RowTracker(same_pods)
+        self.row_of: Mapping[str, int] = {}
+        self.by_ns: dict[str, ByNode] = {}
+        self.by_owner: dict[str, ByNode] = {}
+        self.by_key: dict[str, dict[str, ByNode]] = {}
+        self.affinity: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
+        self.anti: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
+        self.stamp: tuple[int, int, int] | None = None
+
+    def refresh(self, snapshot: Snapshot) -> None:
+        for name, old, new in self.tracker.changes(snapshot.names, snapshot.pods):
+            if old is not None:
+                self._drop(name, old)
+            if new is not None:
+                self._add(name, new)
+        self.row_of = snapshot.index
+
+    @staticmethod
+    def _put(table: dict[str, ByNode], key: str, name: str, pod: PodInfo) -> None:
+        table.setdefault(key, {}).setdefault(name, []).append(pod)
+
+    @staticmethod
+    def _pop(table: dict[str, ByNode], key: str, name: str) -> None:
+        nodes = table.get(key)
+        if nodes is not None:
+            nodes.pop(name, None)
+            if not nodes:
+                del table[key]
+
+    def _add(self, name: str, pods: dict[str, PodInfo]) -> None:
+        for pod in pods.values():
+            self._put(self.by_ns, pod.namespace, name, pod)
+            owner = controller_owner(pod)
+            if owner:
+                self._put(self.by_owner, owner, name, pod)
+            for key, table in self.by_key.items():
+                value = pod.labels.get(key)
+                if value is not None:
+                    self._put(table, value, name, pod)
+            if has_pod_affinity(pod):
+                parsed = parse_pod_affinity(pod)
+                self.affinity.setdefault(name, []).append((pod, parsed))
+                if parsed.required_anti:
+                    self.anti.setdefault(name, []).append((pod, parsed))
+
+    def _drop(self, name: str, pods: dict[str, PodInfo]) -> None:
+        for pod in pods.values():
+            self._pop(self.by_ns, pod.namespace, name)
+            owner = controller_owner(pod)
+            if owner:
+                self._pop(self.by_owner, owner, name)
+            for key, table in self.by_key.items():
+                value = pod.labels.get(key)
+                if value is not None:
+                    self._pop(table, value, name)
+        self.affinity.pop(name, None)
+        self.anti.pop(name, None)
+
+    def rows(self, by_node: Mapping[str, T]) -> Iterator[tuple[int, T]]:
+        """Entries keyed by node name, with their snapshot rows."""
+        row_of = self.row_of
+        for name, value in by_node.items():
+            yield row_of[name], value
+
+    def key_index(self, key: str) -> dict[str, ByNode]:
+        """Pods by the value of one label key, built on first use and kept up to date."""
+        table = self.by_key.get(key)
+        if table is None:
+            table = self.by_key[key] = {}
+            for name, pods in self.tracker.by_name.items():
+                for pod in pods.values():
+                    value = pod.labels.get(key)
+                    if value is not None:
+                        self._put(table, value, name, pod)
+        return table
+
+    def candidates(
+        self, selector: Selector, namespaces: frozenset[str] | None
+    ) -> Iterator[tuple[int, PodInfo]]:
+        """A superset of the pods ``selector`` can match in ``namespaces`` (None: all).
+
+        Uses the most selective In or Exists requirement when there is one;
+        callers still apply the full match.
+        """
+        if selector.requirements is None:
+            return
+        best: list[ByNode] | None = None
+        best_size = -1
+        for requirement in selector.requirements:
+            if requirement.op not in (IN, EXISTS):
+                continue
+            table = self.key_index(requirement.key)
+            if requirement.op == IN:
+                groups = [table[v] for v in requirement.values if v in table]
+            else:
+                groups = list(table.values())
+            size = sum(len(g) for g in groups)
+            if best is None or size < best_size:
+                best, best_size = groups, size
+        if best is None:
+            if namespaces is None:
+                best = list(self.by_ns.values())
+            else:
+                best = [self.by_ns[ns] for ns in namespaces if ns in self.by_ns]
+        for group in best:
+            for row, pods in self.rows(group):
+                for pod in pods:
+                    if namespaces is None or pod.namespace in namespaces:
+                        yield row, pod
+
+
+def pod_index(snapshot: Snapshot) -> PodIndex:
+    """The snapshot's PodIndex, brought up to date (cheap when few rows changed)."""
+    cache = snapshot_cache(snapshot)
+    index = cache.get("pods")
+    if not isinstance(index, PodIndex):
+        index = cache["pods"] = PodIndex()
+    stamp = (snapshot.generation, snapshot.pod_generation, len(snapshot.pods))
+    if index.stamp != stamp:
+        index.refresh(snapshot)
+        index.stamp = stamp
+    return index
+
+
+def term_candidates(index: PodIndex, term: AffinityTerm) -> Iterator[tuple[int, PodInfo]]:
+    """Existing pods matching an incoming (namespace-merged) term, with their rows."""
+    namespaces = None if term.ns_selector.empty else term.namespaces
+    for row, pod in index.candidates(term.selector, namespaces):
+        if term.matches(pod, {}):
+            yield row, pod
+
+
+# -- the plugin ---------------------------------------------------------------------------
+Pair = tuple[str, str]
+
+
+@dataclass(slots=True)
+class _FilterState:
+    affinity: tuple[AffinityTerm, ...]
+    anti: tuple[AffinityTerm, ...]
+    affinity_counts: Counter[Pair]
+    anti_counts: Counter[Pair]
+    existing_counts: Counter[Pair]
+    self_match: bool
+    masks: tuple[MaskArray, MaskArray, MaskArray] | None = None
+
+
+@dataclass(slots=True)
+class _ScoreState:
+    topology: dict[str, dict[str, int]] = field(default_factory=dict)
+
+
+def _by_key(counts: Counter[Pair]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (key, value), count in counts.items():
+        out.setdefault(key, {})[value] = count
+    return out
+
+
+def _positive(snapshot: Snapshot, key: str, counts: Mapping[str, int]) -> MaskArray:
+    """Rows whose label ``key`` has a value with a positive count."""
+    codes = label_codes(snapshot, key)
+    mask: MaskArray = codes.count_table(counts)[codes.codes] > 0
+    return mask
+
+
+def _matches_all(terms: tuple[AffinityTerm, ...], pod: PodInfo) -> bool:
+    """podMatchesAllAffinityTerms: false for an empty list."""
+    return bool(terms) and all(t.matches(pod, {}) for t in terms)
+
+
+@register
+class InterPodAffinity(FilterPlugin, ScorePlugin):
+    name = "InterPodAffinity"
+    description = (
+        "Filter: required pod affinity and anti-affinity, including existing pods' "
+        "anti-affinity against this pod. Score: preferred terms both ways."
+    )
+    default_weight = 2
+    events = (
+        ClusterEvent.ASSIGNED_POD_ADD
+        | ClusterEvent.ASSIGNED_POD_UPDATE
+        | ClusterEvent.ASSIGNED_POD_DELETE
+        | ClusterEvent.NODE_ADD
+        | ClusterEvent.NODE_LABEL
+    )
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        weight = self.args.get("hardPodAffinityWeight", 1)
+        if isinstance(weight, bool) or not isinstance(weight, int) or not 0 <= weight <= 100:
+            raise ValueError("interPodAffinity.hardPodAffinityWeight must be an integer 0..100")
+        self.hard_weight = weight
+        self.ignore_existing_preferred = bool(self.args.get("ignorePreferredTermsOfExistingPods"))
+
+    # -- filter ---------------------------------------------------------------------
+    def _incoming(self, cycle: Cycle) -> PodAffinity:
+        cached = cycle.state.get("InterPodAffinity/pod")
+        if not isinstance(cached, PodAffinity):
+            cached = cycle.state["InterPodAffinity/pod"] = parse_pod_affinity(cycle.pod)
+        return cached
+
+    def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
+        parsed = self._incoming(cycle)
+        if parsed.error:
+            return PreFilterResult(reject=f"parsing pod: {parsed.error}", unresolvable=True)
+        cycle.state["InterPodAffinity/filter"] = self._filter_state(cycle, parsed)
+        return None
+
+    def _filter_state(self, cycle: Cycle, parsed: PodAffinity) -> _FilterState | None:
+        snap, pod = cycle.snapshot, cycle.pod
+        ns_labels = snap.namespace_labels.get(pod.namespace, {})
+        affinity = tuple(merge_namespaces(t, snap) for t in parsed.required)
+        anti = tuple(merge_namespaces(t, snap) for t in parsed.required_anti)
+        index = pod_index(snap)
+        existing: Counter[Pair] = Counter()
+        for row, entries in index.rows(index.anti):
+            labels = snap.nodes[row].labels
+            for _, other in entries:
+                for term in other.required_anti:
+                    if term.topology_key in labels and term.matches(pod, ns_labels):
+                        existing[(term.topology_key, labels[term.topology_key])] += 1
+        affinity_counts: Counter[Pair] = Counter()
+        if affinity:
+            for row, candidate in term_candidates(index, affinity[0]):
+                if _matches_all(affinity, candidate):
+                    labels = snap.nodes[row].labels
+                    for term in affinity:
+                        if term.topology_key in labels:
+                            affinity_counts[(term.topology_key, labels[term.topology_key])] += 1
+        anti_counts: Counter[Pair] = Counter()
+        for term in anti:
+            for row, _ in term_candidates(index, term):
+                labels = snap.nodes[row].labels
+                if term.topology_key in labels:
+                    anti_counts[(term.topology_key, labels[term.topology_key])] += 1
+        if not existing and not affinity and not anti:
+            return None
+        return _FilterState(
+            affinity, anti, affinity_counts, anti_counts, existing, _matches_all(affinity, pod)
+        )
+
+    def _state(self, cycle: Cycle) -> _FilterState | None:
+        if "InterPodAffinity/filter" not in cycle.state:
+            parsed = self._incoming(cycle)
+            cycle.state["InterPodAffinity/filter"] = (
+                None if parsed.error else self._filter_state(cycle, parsed)
+            )
+        state: _FilterState | None = cycle.state["InterPodAffinity/filter"]
+        return state
+
+    @staticmethod
+    def _masks(snapshot: Snapshot, state: _FilterState) -> tuple[MaskArray, MaskArray, MaskArray]:
+        """Full-length masks: affinity unmet, anti-affinity hit, existing anti-affinity hit."""
+        if state.masks is not None:
+            return state.masks
+        n = len(snapshot)
+        affinity_bad = np.zeros(n, dtype=bool)
+        if state.affinity:
+            counts = _by_key(state.affinity_counts)
+            has_keys = np.ones(n, dtype=bool)
+            pods_exist = np.ones(n, dtype=bool)
+            for term in state.affinity:
+                has_keys &= label_codes(snapshot, term.topology_key).codes >= 0
+                pods_exist &= _positive(
+                    snapshot, term.topology_key, counts.get(term.topology_key, {})
+                )
+            first_pod = not state.affinity_counts and state.self_match
+            affinity_bad = ~(has_keys & (pods_exist | first_pod))
+        anti_bad = np.zeros(n, dtype=bool)
+        if state.anti_counts:
+            counts = _by_key(state.anti_counts)
+            for term in state.anti:
+                anti_bad |= _positive(
+                    snapshot, term.topology_key, counts.get(term.topology_key, {})
+                )
+        existing_bad = np.zeros(n, dtype=bool)
+        for key, values in _by_key(state.existing_counts).items():
+            existing_bad |= _positive(snapshot, key, values)
+        state.masks = (affinity_bad, anti_bad, existing_bad)
+        return state.masks
+
+    def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
+        state = self._state(cycle)
+        if state is None:
+            return []
+        affinity_bad, anti_bad, existing_bad = self._masks(cycle.snapshot, state)
+        a = affinity_bad[nodes]
+        b = anti_bad[nodes] & ~a
+        c = existing_bad[nodes] & ~a & ~b
+        out = []
+        if a.any():
+            out.append(Rejection(REASON_AFFINITY, a, unresolvable=True))
+        if b.any():
+            out.append(Rejection(REASON_ANTI, b))
+        if c.any():
+            out.append(Rejection(REASON_EXISTING_ANTI, c))
+        return out
+
+    def explain(self, cycle: Cycle, node: int) -> str:
+        state = self._state(cycle)
+        if state is None:
+            return ""
+        snap, pod = cycle.snapshot, cycle.pod
+        labels = snap.nodes[node].labels
+        affinity_bad, anti_bad, existing_bad = self._masks(snap, state)
+        if affinity_bad[node]:
+            for term in state.affinity:
+                if term.topology_key not in labels:
+                    return f"node has no label {term.topology_key} (pod affinity topologyKey)"
+            parts = []
+            for term in state.affinity:
+                value = labels[term.topology_key]
+                if state.affinity_counts[(term.topology_key, value)] <= 0:
+                    parts.append(
+                        f"no pod matching {term.describe()} in {term.topology_key}={value}"
+                    )
+            return "; ".join(parts)
+        index = pod_index(snap)
+        if anti_bad[node]:
+            for term in state.anti:
+                here = labels.get(term.topology_key)
+                if here is None:
+                    continue
+                for row, other in term_candidates(index, term):
+                    if snap.nodes[row].labels.get(term.topology_key) == here:
+                        return (
+                            f"pod {other.key} on {snap.names[row]} matches anti-affinity "
+                            f"{term.describe()} in {term.topology_key}={here}"
+                        )
+        if existing_bad[node]:
+            ns_labels = snap.namespace_labels.get(pod.namespace, {})
+            for row, entries in index.rows(index.anti):
+                other_labels = snap.nodes[row].labels
+                for other, parsed in entries:
+                    for term in parsed.required_anti:
+                        key = term.topology_key
+                        if (
+                            key in other_labels
+                            and labels.get(key) == other_labels[key]
+                            and term.matches(pod, ns_labels)
+                        ):
+                            return (
+                                f"existing pod {other.key} on {snap.names[row]} has anti-affinity "
+                                f"against this pod ({key}={other_labels[key]})"
+                            )
+        return ""
+
+    # -- score ------------------------------------------------------------------------
+    def pre_score(self, cycle: Cycle, nodes: IndexArray) -> bool:
+        snap, pod = cycle.snapshot, cycle.pod
+        parsed = self._incoming(cycle)
+        cycle.state["InterPodAffinity/score"] = None
+        if parsed.error:
+            return False
+        has_constraints = bool(parsed.preferred or parsed.preferred_anti)
+        if self.ignore_existing_preferred and not has_constraints:
+            return False
+        ns_labels = snap.namespace_labels.get(pod.namespace, {})
+        topology: dict[str, dict[str, int]] = {}
+
+        def add(key: str, value: str, amount: int) -> None:
+            values = topology.setdefault(key, {})
+            values[value] = values.get(value, 0) + amount
+
+        index = pod_index(snap)
+        for weighted, sign in [(w, 1) for w in parsed.preferred] + [
+            (w, -1) for w in parsed.preferred_anti
+        ]:
+            term = merge_namespaces(weighted.term, snap)
+            for row, _ in term_candidates(index, term):
+                labels = snap.nodes[row].labels
+                if term.topology_key in labels:
+                    add(term.topology_key, labels[term.topology_key], weighted.weight * sign)
+        for row, entries in index.rows(index.affinity):
+            labels = snap.nodes[row].labels
+            if not labels:
+                continue
+            for _, other in entries:
+                if self.hard_weight > 0:
+                    for term in other.required:
+                        if term.topology_key in labels and term.matches(pod, ns_labels):
+                            add(term.topology_key, labels[term.topology_key], self.hard_weight)
+                for weighted, sign in [(w, 1) for w in other.preferred] + [
+                    (w, -1) for w in other.preferred_anti
+                ]:
+                    term = weighted.term
+                    if term.topology_key in labels and term.matches(pod, ns_labels):
+                        add(term.topology_key, labels[term.topology_key], weighted.weight * sign)
+        if not topology:
+            return False
+        cycle.state["InterPodAffinity/score"] = _ScoreState(topology)
+        return True
+
+    def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
+        out = np.zeros(len(nodes), dtype=np.int64)
+        state = cycle.state.get("InterPodAffinity/score")
+        if not isinstance(state, _ScoreState):
+            return out
+        for key, values in state.topology.items():
+            codes = label_codes(cycle.snapshot, key)
+            out += codes.count_table(values)[codes.codes[nodes]]
+        return out
+
+    def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:
+        """Min-max to 0..100 in float64, truncated, exactly as scoring.go."""
+        if (
+            not isinstance(cycle.state.get("InterPodAffinity/score"), _ScoreState)
+            or not scores.size
+        ):
+            return scores
+        low, high = int(scores.min()), int(scores.max())
+        if high - low <= 0:
+            return np.zeros(scores.shape, dtype=np.int64)
+        fraction = (scores - low).astype(np.float64) / float(high - low)
+        return (float(MAX_NODE_SCORE) * fraction).astype(np.int64)
+
+
+__all__ = [
+    "AffinityTerm",
+    "InterPodAffinity",
+    "PodAffinity",
+    "PodIndex",
+    "controller_owner",
+    "merge_namespaces",
+    "parse_pod_affinity",
+    "pod_index",
+]

@@ -1,0 +1,149 @@
+"""Podium against the real kube-scheduler on the same cluster states.
+
+For each generated scenario the same nodes and bound pods are created, then
+the incoming pod is given to kube-scheduler (percentageOfNodesToScore 100)
+and, after it is deleted again, to Podium. They must agree on whether the
+pod is schedulable, on the FailedScheduling message byte for byte, and on
+the node wherever the best node is unique (one feasible node, or a unique
+top total in Podium's own score breakdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from podium.algorithm import Scheduler
+from podium.cache import Cache
+from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
+from podium.objects import parse_node, parse_pod
+from podium.policy import build_profile
+from podium.snapshot import Snapshot
+from tests.e2e.differential.scenarios import Scenario, generate
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+
+KUBE, PODIUM = "diff-kube", "diff-podium"
+SETTLE = 0.4  # seconds for both schedulers' watches to see a change
+
+
+@dataclass
+class Decision:
+    node: str = ""
+    message: str = ""
+
+
+async def _decide(core: client.CoreV1Api, namespace: str, body: dict[str, Any]) -> Decision:
+    name = body["metadata"]["name"]
+    await core.create_namespaced_pod(namespace, cast(Any, body))
+
+    async def outcome() -> Decision | None:
+        raw = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+        pod = await raw.json()
+        if pod["spec"].get("nodeName"):
+            return Decision(node=pod["spec"]["nodeName"])
+        for cond in pod["status"].get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                return Decision(message=cond.get("message", ""))
+        return None
+
+    decision = await wait_for(outcome, timeout=30, interval=0.05, message=f"decision on {name}")
+    await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    return decision
+
+
+def _unique_best(scenario: Scenario) -> str:
+    """Podium's own view: the single best node, or '' when the top is tied."""
+    cache = Cache()
+    for node in scenario.nodes:
+        cache.add_node(parse_node(node))
+    for pod in scenario.pods:
+        body = copy.deepcopy(pod)
+        body["metadata"].update(namespace="x", uid=f"uid-{pod['metadata']['name']}")
+        cache.add_pod(parse_pod(body))
+    snap = Snapshot()
+    snap.update(cache)
+    incoming = copy.deepcopy(scenario.incoming)
+    incoming["metadata"].update(namespace="x", uid="uid-incoming")
+    placement = Scheduler(random.Random(0)).schedule(
+        build_profile({"percentageOfNodesToScore": 100}), snap, parse_pod(incoming), record=True
+    )
+    if not placement.node or placement.totals is None:
+        return placement.node
+    top = placement.totals.max()
+    return placement.node if int((placement.totals == top).sum()) == 1 else ""
+
+
+async def _run(
+    api: ApiClient, core: client.CoreV1Api, namespace: str, scenario: Scenario
+) -> dict[str, Any]:
+    names = [n["metadata"]["name"] for n in scenario.nodes]
+    await create_nodes(api, scenario.nodes)
+    for pod in scenario.pods:
+        await core.create_namespaced_pod(namespace, cast(Any, pod))
+    try:
+        await asyncio.sleep(SETTLE)
+        decisions = {}
+        for scheduler in (KUBE, PODIUM):
+            body = copy.deepcopy(scenario.incoming)
+            body["metadata"]["name"] = f"incoming-{scheduler}"
+            body["spec"]["schedulerName"] = scheduler
+            decisions[scheduler] = await _decide(core, namespace, body)
+            await asyncio.sleep(SETTLE)
+    finally:
+        await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        await delete_nodes(api, names)
+        await asyncio.sleep(SETTLE)
+    kube, mine = decisions[KUBE], decisions[PODIUM]
+    best = _unique_best(scenario)
+    result = {"seed": scenario.seed, "kube": kube.__dict__, "podium": mine.__dict__, "unique": best}
+    if bool(kube.node) != bool(mine.node):
+        result["disagree"] = "schedulability"
+    elif not kube.node and kube.message != mine.message:
+        result["disagree"] = "message"
+    elif kube.node and best and kube.node != mine.node:
+        result["disagree"] = "node"
+    return result
+
+
+async def test_agrees_with_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    kube_scheduler: Any,
+    podium: Any,
+    pytestconfig: pytest.Config,
+    tmp_path: Path,
+) -> None:
+    core = client.CoreV1Api(api_client)
+    await kube_scheduler(KUBE, percentage_of_nodes_to_score=100)
+    await podium("--scheduler-name", PODIUM)
+    count = int(pytestconfig.getoption("--scenarios"))
+    results = []
+    for seed in range(count):
+        scenario = generate(seed, prefix=f"{namespace[:20]}-s{seed}")
+        try:
+            results.append(await _run(api_client, core, namespace, scenario))
+        except (TimeoutError, ApiException) as exc:
+            results.append({"seed": seed, "disagree": f"harness: {exc}"})
+    report = tmp_path / "differential.json"
+    report.write_text(json.dumps(results, indent=1))
+    bad = [r for r in results if "disagree" in r]
+    unschedulable = sum(1 for r in results if "kube" in r and not r["kube"]["node"])
+    compared = sum(1 for r in results if "kube" in r and r["kube"]["node"] and r["unique"])
+    summary = (
+        f"{len(results) - len(bad)}/{len(results)} scenarios agree; "
+        f"{unschedulable} unschedulable with messages compared, "
+        f"{compared} with a unique best node compared (report: {report})"
+    )
+    print(summary)
+    assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
