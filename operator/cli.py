@@ -83,6 +83,51 @@ def build_parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="start a local control plane and watch Podium bind pods")
     demo.add_argument("--pods", type=_positive, default=12)
     demo.add_argument("--nodes", type=_positive, default=3)
+
+    explain = sub.add_parser(
+        "explain", help="why a pod would go (or not go) to each node; read-only"
+    )
+    explain.add_argument("pod", metavar="POD", help="pod name (or namespace/name)")
+    explain.add_argument("-n", "--namespace", help="default: the kubeconfig context's namespace")
+    explain.add_argument(
+        "--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)"
+    )
+    explain.add_argument("--context", help="kubeconfig context")
+    explain.add_argument(
+        "--top",
+        type=_positive,
+        metavar="N",
+        help="only the N best feasible nodes, and rejected counts per reason",
+    )
+    explain.add_argument("-o", "--output", choices=("table", "json", "yaml"), default="table")
+    explain.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="a SchedulerPolicy YAML to judge with instead of the cluster's",
+    )
+
+    simulate = sub.add_parser("simulate", help="run the scheduler over an in-memory cluster")
+    simulate.add_argument(
+        "--snapshot",
+        action="append",
+        metavar="FILE",
+        help="nodes and pods (kubectl get nodes,pods -A -o yaml; YAML or JSON)",
+    )
+    simulate.add_argument("--nodes", type=_positive, help="generate this many nodes")
+    simulate.add_argument("--pods", type=_positive, help="generate this many pending pods")
+    simulate.add_argument("--seed", type=int, default=0, help="generator and tie-break seed")
+    simulate.add_argument("--policy", metavar="FILE", help="SchedulerPolicy YAML (default profile)")
+    simulate.add_argument(
+        "--place",
+        action="append",
+        metavar="FILE",
+        help="pods to place (default: the snapshot's pending pods)",
+    )
+    simulate.add_argument(
+        "--compare", nargs=2, metavar=("A", "B"), help="two SchedulerPolicy files side by side"
+    )
+    simulate.add_argument("--report", metavar="FILE", help="write FILE.html or FILE.png")
+    simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
     return parser
 
 
@@ -169,6 +214,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             from podium.demo import run_demo
 
             return run_demo(nodes=args.nodes, pods=args.pods)
+        if args.command == "explain":
+            from podium.explain import run_explain
+
+            return run_explain(args)
+        if args.command == "simulate":
+            from podium.simulate import run_simulate
+
+            return run_simulate(args)
     except KeyboardInterrupt:
         return 130
     return 2
