@@ -53,6 +53,7 @@ class Snapshot:
         self._allocate(0)
         self._label_columns: dict[str, tuple[np.ndarray, MaskArray]] = {}
         self.pod_generation = 0
+        self.version = 0
         self.namespace_labels: dict[str, dict[str, str]] = {}
 
     def _allocate(self, n: int) -> None:
@@ -69,6 +70,8 @@ class Snapshot:
         self.tainted: MaskArray = np.zeros(n, dtype=bool)
         self.has_ports: MaskArray = np.zeros(n, dtype=bool)
         self.has_pods: MaskArray = np.zeros(n, dtype=bool)
+        # The update that last wrote each row, so indexes can re-read only those rows.
+        self.row_version: IntArray = np.zeros(n, dtype=np.int64)
 
     def __len__(self) -> int:
         return len(self.names)
@@ -92,6 +95,7 @@ class Snapshot:
             self._rebuild(cache)
             return
         labels_changed = False
+        self.version += 1
         for state in changed:
             i = self.index[state.name]
             labels_changed |= self.nodes[i].labels != state.node.labels  # type: ignore[union-attr]
@@ -119,6 +123,7 @@ class Snapshot:
         self.pods = [{} for _ in states]
         self.ports = [Counter() for _ in states]
         self._allocate(len(states))
+        self.version += 1
         for i, state in enumerate(states):
             self._write_row(i, state)
         self._label_columns.clear()
@@ -146,6 +151,7 @@ class Snapshot:
         self.tainted[i] = bool(node.taints)
         self.has_ports[i] = bool(state.ports)
         self.has_pods[i] = bool(state.pods)
+        self.row_version[i] = self.version
 
     # -- queries -------------------------------------------------------------
     def all_nodes(self) -> IndexArray:

@@ -58,7 +58,7 @@ class ImageIndex:
         if snapshot.index is not self.row_of:
             self.arrays.clear()  # rows were renumbered
             self.row_of = snapshot.index
-        for name, old, new in self.tracker.changes(snapshot.names, snapshot.nodes):
+        for name, old, new in self.tracker.changes(snapshot, snapshot.nodes):
             for image in old.images if old is not None else ():
                 nodes = self.by_image.get(image)
                 if nodes is not None:

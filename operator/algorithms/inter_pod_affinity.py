@@ -238,7 +238,7 @@ class PodIndex:
         self.stamp: tuple[int, int, int] | None = None
 
     def refresh(self, snapshot: Snapshot) -> None:
-        for name, old, new in self.tracker.changes(snapshot.names, snapshot.pods):
+        for name, old, new in self.tracker.changes(snapshot, snapshot.pods):
             if old is not None:
                 self._drop(name, old)
             if new is not None:

@@ -93,7 +93,7 @@ class DiskIndex:
         if stamp == self.stamp:
             return
         self.stamp = stamp
-        for name, old, new in self.tracker.changes(snapshot.names, snapshot.pods):
+        for name, old, new in self.tracker.changes(snapshot, snapshot.pods):
             for pod in (old or {}).values():
                 for use in disk_uses(pod):
                     nodes = self.by_disk.get(use.key)

@@ -699,15 +699,19 @@ class RowTracker(Generic[T]):
         self.by_name: dict[str, T] = {}
         self.names: list[str] | None = None
         self.refs: list[T] = []
-        self.ids: NDArray[np.uint64] = np.zeros(0, dtype=np.uint64)
+        self.version = -1
 
     def changes(
-        self, names: list[str], column: Sequence[T]
+        self, snapshot: Snapshot, column: Sequence[T]
     ) -> list[tuple[str, T | None, T | None]]:
-        """(name, previous, current) for every node whose entry changed; None for absent."""
-        ids = np.fromiter(map(id, column), dtype=np.uint64, count=len(column))
-        if names is self.names and len(ids) == len(self.ids):
-            rows = np.flatnonzero(ids != self.ids).tolist()
+        """(name, previous, current) for every node whose entry changed; None for absent.
+
+        Between rebuilds only rows the snapshot rewrote since the last look
+        are compared (``Snapshot.row_version``), so a cycle costs O(changed).
+        """
+        names = snapshot.names
+        if names is self.names and len(column) == len(self.refs):
+            rows = np.flatnonzero(snapshot.row_version > self.version).tolist()
             gone: list[str] = []
         else:
             rows = list(range(len(column)))
@@ -722,5 +726,10 @@ class RowTracker(Generic[T]):
                 out.append((name, previous, current))
         for name in gone:
             out.append((name, self.by_name.pop(name), None))
-        self.names, self.refs, self.ids = names, list(column), ids
+        if names is not self.names or len(column) != len(self.refs):
+            self.refs = list(column)
+        else:
+            for row in rows:
+                self.refs[row] = column[row]
+        self.names, self.version = names, snapshot.version
         return out

@@ -75,7 +75,7 @@ class AvoidIndex:
         if stamp == self.stamp:
             return
         self.stamp = stamp
-        for name, _, new in self.tracker.changes(snapshot.names, snapshot.nodes):
+        for name, _, new in self.tracker.changes(snapshot, snapshot.nodes):
             found = avoided(new) if new is not None else frozenset()
             if found:
                 self.nodes[name] = found

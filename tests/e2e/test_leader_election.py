@@ -90,7 +90,18 @@ async def test_standby_takes_over_without_double_binds(
         counts = successful_binds(control_plane, namespace)
         return counts if len(counts) >= total else None
 
-    binds = await wait_for(logged, timeout=10, message="every binding in the audit log")
+    try:
+        binds = await wait_for(logged, timeout=30, message="every binding in the audit log")
+    except TimeoutError:
+        binds = successful_binds(control_plane, namespace)
+        names = {p["metadata"]["name"] for p in await pods_in(api_client, namespace)}
+        missing = sorted(names - set(binds))
+        events = [
+            (e.get("stage"), e.get("verb"), (e.get("responseStatus") or {}).get("code"))
+            for e in control_plane.audit_events()
+            if (e.get("objectRef") or {}).get("name") in missing[:3]
+        ]
+        raise AssertionError(f"no successful binding logged for {missing[:10]}: {events}") from None
     assert len(binds) == total
     assert max(binds.values()) == 1
     leases = client.CoordinationV1Api(api_client)
