@@ -55,6 +55,43 @@ class RunOptions:
     leader_election: LeaseSettings | None = None
 
 
+class _NoDiffBase(kopf.DiffBaseStorage):
+    """Podium has no change-detecting handlers, so there is nothing to diff or store.
+
+    kopf otherwise deep-copies every watched body on every event to build a
+    diff base (about 3% of the benchmark profile), and would keep it in an
+    annotation on the object if a change handler ever existed.
+    """
+
+    def build(self, *, body: Any, extra_fields: Any = None) -> Any:
+        return None
+
+    def fetch(self, *, body: Any) -> Any:
+        return None
+
+    def store(self, *, body: Any, patch: Any, essence: Any) -> None:
+        return None
+
+
+class _NoProgress(kopf.ProgressStorage):
+    """Handler progress is never written onto user objects."""
+
+    def fetch(self, *, key: Any, body: Any) -> Any:
+        return None
+
+    def store(self, *, key: Any, record: Any, body: Any, patch: Any) -> None:
+        return None
+
+    def purge(self, *, key: Any, body: Any, patch: Any) -> None:
+        return None
+
+    def touch(self, *, body: Any, patch: Any, value: Any) -> None:
+        return None
+
+    def clear(self, *, essence: Any) -> Any:
+        return essence
+
+
 def build_registry(
     scheduler: PodiumScheduler, client: KubeClient, creds: Credentials, options: RunOptions
 ) -> kopf.OperatorRegistry:
@@ -83,6 +120,8 @@ def build_registry(
         # Events are level-triggered; a short window keeps bind confirmations prompt.
         settings.batching.batch_window = 0.01
         settings.networking.request_timeout = 60
+        settings.persistence.diffbase_storage = _NoDiffBase()
+        settings.persistence.progress_storage = _NoProgress()
 
     register_namespaces(registry, scheduler)
     register_nodes(registry, scheduler)

@@ -71,9 +71,15 @@ async def test_binds_500_pods_on_20_nodes_without_overcommit(
 
     await wait_for(all_bound, timeout=120, interval=0.5, message="500 pods bound")
     await assert_no_overcommit(api_client)
-    placed = Counter(p["spec"]["nodeName"] for p in await pods_in(api_client, namespace))
+    final = await pods_in(api_client, namespace)
+    placed = Counter(p["spec"]["nodeName"] for p in final)
     assert set(placed) <= {f"{namespace}-n{i}" for i in range(20)}
     assert max(placed.values()) <= 30
+    # Nothing of kopf's (or Podium's) is written onto user pods.
+    for pod in final:
+        meta = pod["metadata"]
+        assert not meta.get("finalizers"), meta["name"]
+        assert not [a for a in meta.get("annotations") or {} if "kopf" in a], meta["name"]
 
 
 async def test_unfit_pod_reports_then_binds_when_node_appears(
