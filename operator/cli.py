@@ -80,6 +80,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
 
     sub.add_parser("plugins", help="list the filter and score plugins")
+    policy = sub.add_parser("policy", help="work with SchedulerPolicy files")
+    policy_sub = policy.add_subparsers(dest="policy_command", required=True, metavar="ACTION")
+    policy_test = policy_sub.add_parser(
+        "test", help="run fixture files (cluster, pods, expected placements) against a policy"
+    )
+    policy_test.add_argument("directory", metavar="DIR", help="folder of *.yaml fixtures")
+    policy_test.add_argument("--policy", metavar="FILE", help="default: kube-scheduler's profile")
     demo = sub.add_parser("demo", help="start a local control plane and watch Podium bind pods")
     demo.add_argument("--pods", type=_positive, default=12)
     demo.add_argument("--nodes", type=_positive, default=3)
@@ -203,6 +210,19 @@ def _plugins() -> int:
     return 0
 
 
+def _policy_test(args: argparse.Namespace) -> int:
+    from podium.policytest import report, run_directory
+    from podium.simulate import SimulateError
+
+    try:
+        results = run_directory(args.directory, args.policy)
+    except SimulateError as exc:
+        print(f"podium: {exc}", file=sys.stderr)
+        return 1
+    print(report(results))
+    return 0 if all(r.ok for r in results) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
@@ -222,6 +242,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             from podium.simulate import run_simulate
 
             return run_simulate(args)
+        if args.command == "policy":
+            return _policy_test(args)
     except KeyboardInterrupt:
         return 130
     return 2
