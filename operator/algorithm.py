@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -16,11 +17,12 @@ import numpy as np
 from podium.framework import Cycle, IndexArray, IntArray
 from podium.objects import PodInfo
 from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.snapshot import RowBackup, Snapshot
 
 __all__ = [
     "NO_NODES_MSG",
     "Diagnosis",
+    "Nominated",
     "Placement",
     "num_feasible_nodes_to_find",
     "schedule",
@@ -94,9 +96,51 @@ class Scheduler:
         self.rng = rng or random.Random()
 
     def schedule(
-        self, profile: Profile, snapshot: Snapshot, pod: PodInfo, *, record: bool = False
+        self,
+        profile: Profile,
+        snapshot: Snapshot,
+        pod: PodInfo,
+        *,
+        record: bool = False,
+        nominated: Nominated | None = None,
+        nominated_node: str = "",
     ) -> Placement:
-        return schedule(profile, snapshot, pod, self, record=record)
+        return schedule(
+            profile,
+            snapshot,
+            pod,
+            self,
+            record=record,
+            nominated=nominated,
+            nominated_node=nominated_node,
+        )
+
+
+Nominated = Mapping[str, Mapping[str, PodInfo]]
+"""Pods nominated to nodes by earlier preemptions: node name -> uid -> pod."""
+
+
+def reserve_nominated(
+    snapshot: Snapshot, pod: PodInfo, nominated: Nominated | None
+) -> list[tuple[int, RowBackup]]:
+    """addGENominatedPods: pods of equal or higher priority nominated to a node hold their room.
+
+    Adds them to their node's row in place; ``release_nominated`` undoes it.
+    """
+    edits: list[tuple[int, RowBackup]] = []
+    for node, pods in (nominated or {}).items():
+        row = snapshot.index.get(node)
+        if row is None:
+            continue
+        held = [p for p in pods.values() if p.priority >= pod.priority and p.uid != pod.uid]
+        if held:
+            edits.append((row, snapshot.edit_row(row, add=held)))
+    return edits
+
+
+def release_nominated(snapshot: Snapshot, edits: list[tuple[int, RowBackup]]) -> None:
+    for row, backup in reversed(edits):
+        snapshot.restore_row(row, backup)
 
 
 def _run_filters(
@@ -134,7 +178,10 @@ def schedule(
     state: Scheduler,
     *,
     record: bool = False,
+    nominated: Nominated | None = None,
+    nominated_node: str = "",
 ) -> Placement:
+    """One cycle; ``nominated`` pods reserve room while filters run (not while scoring)."""
     total = len(snapshot)
     cycle = Cycle(pod, snapshot)
     diagnosis = Diagnosis(
@@ -170,6 +217,39 @@ def schedule(
                 diagnosis.status[:] = UNRESOLVABLE
                 return Placement(diagnosis=diagnosis)
 
+    edits = reserve_nominated(snapshot, pod, nominated)
+    try:
+        node = nominated_node or pod.nominated_node
+        row = snapshot.index.get(node) if node else None
+        if row is not None:
+            # evaluateNominatedNode: the node an earlier preemption freed is tried first.
+            nodes = np.array([row], dtype=np.intp)
+            if _run_filters(profile, cycle, nodes, None).size:
+                return Placement(
+                    node=node, evaluated=1, feasible=1, candidates=nodes, nominated=node
+                )
+        candidates, processed = _find_feasible(
+            profile, snapshot, cycle, state, diagnosis, allowed, restricting
+        )
+    finally:
+        release_nominated(snapshot, edits)
+    placement = Placement(evaluated=processed, feasible=int(candidates.size))
+    if candidates.size == 0:
+        placement.diagnosis = diagnosis
+        return placement
+    return _score(profile, snapshot, cycle, state, placement, candidates, record)
+
+
+def _find_feasible(
+    profile: Profile,
+    snapshot: Snapshot,
+    cycle: Cycle,
+    state: Scheduler,
+    diagnosis: Diagnosis,
+    allowed: frozenset[str] | None,
+    restricting: list[str],
+) -> tuple[IndexArray, int]:
+    total = len(snapshot)
     order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
     if allowed is not None:
         keep = np.fromiter((snapshot.names[i] in allowed for i in order), bool, count=total)
@@ -204,10 +284,18 @@ def schedule(
         state.next_start = (state.next_start + processed) % total
 
     candidates = np.concatenate(feasible) if feasible else np.zeros(0, dtype=np.intp)
-    placement = Placement(evaluated=processed, feasible=int(candidates.size))
-    if candidates.size == 0:
-        placement.diagnosis = diagnosis
-        return placement
+    return candidates, processed
+
+
+def _score(
+    profile: Profile,
+    snapshot: Snapshot,
+    cycle: Cycle,
+    state: Scheduler,
+    placement: Placement,
+    candidates: IndexArray,
+    record: bool,
+) -> Placement:
     if candidates.size == 1 and not record:
         placement.node = snapshot.names[int(candidates[0])]
         placement.candidates = candidates

@@ -1,39 +1,397 @@
-"""DefaultPreemption's PostFilter verdict for a pod that fits nowhere.
+"""DefaultPreemption: the PostFilter that runs when a pod fits nowhere.
 
-This module answers the question kube-scheduler's PostFilter answers in its
-message: could evicting lower-priority pods help? Nodes rejected as
-unresolvable never can; of the others, kube-scheduler dry-runs a bounded
-number of candidates starting at a random offset, and a node without any
-lower-priority pod has no victims. Victim selection and eviction are not
-implemented yet: nodes that do hold lower-priority pods get no explicit
-status, so they are counted with the absent nodes as "not helpful", which
-differs from kube-scheduler whenever it would preempt.
+Follows kube-scheduler's ``preemption.Evaluator`` with the DefaultPreemption
+plugin (pkg/scheduler/framework/preemption, plugins/defaultpreemption):
+
+* eligibility: ``preemptionPolicy: Never`` never preempts, and a pod whose
+  nominated node still holds victims it is waiting for does not preempt again;
+* DryRunPreemption: the nodes the filters rejected as Unschedulable (never the
+  unresolvable ones) are tried from a random offset, and the dry run stops once
+  enough candidates are found (``candidate_count``) and one of them violates
+  no PodDisruptionBudget;
+* SelectVictimsOnNode: every lower-priority pod is removed from a what-if copy
+  of the node's row, the profile's filters are re-run on that node only, and
+  the victims are reprieved, most important first (PDB-violating ones before
+  the others), while the pod still fits;
+* pickOneNodeForPreemption: fewest PDB violations, lowest highest victim
+  priority, lowest priority sum, fewest victims, latest start time of the
+  highest-priority victims, then the first candidate;
+* ``actuate``: nominate the node, mark and delete (or evict) the victims with
+  a "Preempted" Event each, and clear lower-priority nominations on the node.
+
+Pods nominated by earlier preemptions hold their room on their node for pods
+of lower priority (``Nominator``, ``algorithm.reserve_nominated``).
 """
 
 from __future__ import annotations
 
 import random
+import secrets
+import time
 from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
 
 import numpy as np
+import structlog
 
-from podium.algorithm import UNSCHEDULABLE, Diagnosis
+from podium.algorithm import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
+from podium.algorithms.node_affinity import Selector, parse_label_selector
+from podium.framework import Cycle
+from podium.kube import ApiError, KubeClient
 from podium.objects import PodInfo
 from podium.profile import Profile
 from podium.snapshot import Snapshot
 
-__all__ = ["NOT_HELPFUL", "NO_VICTIMS", "candidate_count", "post_filter"]
+__all__ = [
+    "NEVER",
+    "NOT_HELPFUL",
+    "NO_VICTIMS",
+    "TERMINATING",
+    "Candidate",
+    "Nominator",
+    "Pdb",
+    "PreemptionResult",
+    "candidate_count",
+    "evaluate",
+    "filter_victims_with_pdb_violation",
+    "parse_pdb",
+    "pick_one_node",
+    "post_filter",
+    "select_victims_on_node",
+]
+
+log = structlog.get_logger("podium.preemption")
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NEVER = "not eligible due to preemptionPolicy=Never."
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+
+
+# -- inputs ---------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Pdb:
+    """The parts of a PodDisruptionBudget preemption reads."""
+
+    namespace: str
+    name: str
+    selector: Selector | None  # None: invalid, matches nothing
+    disruptions_allowed: int
+    disrupted_pods: frozenset[str] = frozenset()
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    def matches(self, pod: PodInfo) -> bool:
+        """A nil or empty selector matches nothing (FilterVictimsWithPDBViolation)."""
+        if pod.namespace != self.namespace or self.selector is None or self.selector.empty:
+            return False
+        return self.selector.matches(pod.labels)
+
+
+def parse_pdb(body: Mapping[str, Any]) -> Pdb | None:
+    meta = body.get("metadata") or {}
+    name = str(meta.get("name") or "")
+    if not name:
+        return None
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    selector = parse_label_selector(spec.get("selector"))
+    allowed = status.get("disruptionsAllowed")
+    disrupted = status.get("disruptedPods") or {}
+    return Pdb(
+        namespace=str(meta.get("namespace") or "default"),
+        name=name,
+        selector=selector if isinstance(selector, Selector) else None,
+        disruptions_allowed=allowed if isinstance(allowed, int) else 0,
+        disrupted_pods=frozenset(str(k) for k in disrupted)
+        if isinstance(disrupted, Mapping)
+        else frozenset(),
+    )
+
+
+class Nominator:
+    """In-memory nominations (PodNominator): which pending pod waits for which node."""
+
+    def __init__(self) -> None:
+        self.by_uid: dict[str, tuple[PodInfo, str]] = {}
+        self.by_node: dict[str, dict[str, PodInfo]] = {}
+
+    def __len__(self) -> int:
+        return len(self.by_uid)
+
+    def node_of(self, uid: str) -> str:
+        entry = self.by_uid.get(uid)
+        return entry[1] if entry else ""
+
+    def add(self, pod: PodInfo, node: str) -> None:
+        self.remove(pod.uid)
+        if not node:
+            return
+        self.by_uid[pod.uid] = (pod, node)
+        self.by_node.setdefault(node, {})[pod.uid] = pod
+
+    def update(self, pod: PodInfo) -> None:
+        """A pending pod's new version: keep an in-memory nomination the API has not echoed yet."""
+        node = pod.nominated_node or self.node_of(pod.uid)
+        if node:
+            self.add(pod, node)
+
+    def remove(self, uid: str) -> None:
+        entry = self.by_uid.pop(uid, None)
+        if entry is None:
+            return
+        pods = self.by_node.get(entry[1])
+        if pods is not None:
+            pods.pop(uid, None)
+            if not pods:
+                del self.by_node[entry[1]]
+
+    def lower_priority_on(self, node: str, priority: int) -> list[PodInfo]:
+        """getLowerPriorityNominatedPods."""
+        return [p for p in self.by_node.get(node, {}).values() if p.priority < priority]
+
+
+# -- dry run --------------------------------------------------------------------------------
+@dataclass(slots=True)
+class Candidate:
+    """A node where preemption would let the pod fit; victims most important first."""
+
+    node: str
+    victims: list[PodInfo]
+    num_pdb_violations: int = 0
+
+
+@dataclass(slots=True)
+class NodeStatus:
+    fits: bool
+    unresolvable: bool = False
+    reasons: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class PreemptionResult:
+    """``nominating``: None keeps the pod's nomination, "" clears it, a name sets it."""
+
+    message: str
+    candidate: Candidate | None = None
+    nominating: str | None = None
+    statuses: dict[str, NodeStatus] = field(default_factory=dict)
 
 
 def candidate_count(profile: Profile, potential: int) -> int:
-    """GetOffsetAndNumCandidates: a share of the nodes, at least the absolute minimum."""
+    """calculateNumCandidates: a share of the nodes, at least the absolute minimum."""
     n = potential * profile.min_candidate_nodes_percentage // 100
     n = max(n, profile.min_candidate_nodes_absolute)
     return min(n, potential)
+
+
+def start_time(pod: PodInfo, now: float) -> float:
+    """GetPodStartTime: status.startTime, or now for pods that have not started."""
+    raw = (pod.raw.get("status") or {}).get("startTime") if isinstance(pod.raw, Mapping) else None
+    if isinstance(raw, str) and raw:
+        try:
+            return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return now
+    return now
+
+
+def _importance(now: float) -> Any:
+    """MoreImportantVictim for single pods: higher priority, then started earlier."""
+    return lambda p: (-p.priority, start_time(p, now))
+
+
+def filter_victims_with_pdb_violation(
+    victims: Sequence[PodInfo], pdbs: Sequence[Pdb]
+) -> tuple[list[PodInfo], list[PodInfo]]:
+    """FilterVictimsWithPDBViolation: (violating, non-violating), each in the given order."""
+    allowed = [pdb.disruptions_allowed for pdb in pdbs]
+    violating: list[PodInfo] = []
+    others: list[PodInfo] = []
+    for pod in victims:
+        violates = False
+        if pod.labels:
+            for i, pdb in enumerate(pdbs):
+                if not pdb.matches(pod) or pod.name in pdb.disrupted_pods:
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0:
+                    violates = True
+                    break
+        (violating if violates else others).append(pod)
+    return violating, others
+
+
+def filter_node(profile: Profile, snapshot: Snapshot, pod: PodInfo, row: int) -> NodeStatus:
+    """RunFilterPlugins on one node of the (edited) snapshot, PreFilter state rebuilt."""
+    cycle = Cycle(pod, snapshot)
+    for plugin in profile.filters:
+        result = plugin.pre_filter(cycle)
+        if result is not None and result.reject:
+            return NodeStatus(False, result.unresolvable, [result.reject])
+    nodes = np.array([row], dtype=np.intp)
+    for plugin in profile.filters:
+        hits = [r for r in plugin.filter(cycle, nodes) if bool(r.mask[0])]
+        if hits:
+            return NodeStatus(False, any(r.unresolvable for r in hits), [r.reason for r in hits])
+    return NodeStatus(True)
+
+
+def _held(pods: Mapping[str, PodInfo] | None, pod: PodInfo) -> list[PodInfo]:
+    return [p for p in (pods or {}).values() if p.priority >= pod.priority and p.uid != pod.uid]
+
+
+def select_victims_on_node(
+    profile: Profile,
+    snapshot: Snapshot,
+    pod: PodInfo,
+    row: int,
+    pdbs: Sequence[Pdb] = (),
+    nominated: Nominated | None = None,
+    now: float | None = None,
+) -> tuple[list[PodInfo], int, NodeStatus]:
+    """SelectVictimsOnNode: the fewest, least important pods whose removal lets ``pod`` fit."""
+    now = time.time() if now is None else now
+    potential = [p for p in snapshot.pods[row].values() if p.priority < pod.priority]
+    if not potential:
+        return [], 0, NodeStatus(False, True, [NO_VICTIMS])
+    held = _held((nominated or {}).get(snapshot.names[row]), pod)
+    backup = snapshot.edit_row(row, remove=potential, add=held)
+    try:
+        status = filter_node(profile, snapshot, pod, row)
+        if not status.fits:
+            return [], 0, status
+        potential.sort(key=_importance(now))
+        violating, others = filter_victims_with_pdb_violation(potential, pdbs)
+        victims: list[PodInfo] = []
+        violations = 0
+
+        def reprieve(victim: PodInfo) -> bool:
+            undo = snapshot.edit_row(row, add=[victim])
+            if filter_node(profile, snapshot, pod, row).fits:
+                return True
+            snapshot.restore_row(row, undo)
+            victims.append(victim)
+            return False
+
+        for victim in violating:
+            if not reprieve(victim):
+                violations += 1
+        for victim in others:
+            reprieve(victim)
+        if violating and others:
+            victims.sort(key=_importance(now))
+        return victims, violations, status
+    finally:
+        snapshot.restore_row(row, backup)
+
+
+def pick_one_node(candidates: Sequence[Candidate], now: float | None = None) -> Candidate | None:
+    """pickOneNodeForPreemption; victims must be sorted most important first."""
+    if not candidates:
+        return None
+    now = time.time() if now is None else now
+
+    def latest_start(c: Candidate) -> float:
+        top = c.victims[0].priority
+        return min(start_time(p, now) for p in c.victims if p.priority == top)
+
+    scores = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -c.victims[0].priority,
+        lambda c: -sum(p.priority + 2**31 for p in c.victims),
+        lambda c: -len(c.victims),
+        latest_start,
+    )
+    remaining = list(candidates)
+    for score in scores:
+        values = [score(c) for c in remaining]
+        best = max(values)
+        remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0]
+
+
+def _terminating_by_preemption(pod: PodInfo) -> bool:
+    """PodTerminatingByPreemption."""
+    if not pod.deleting:
+        return False
+    condition = pod.conditions.get(DISRUPTION_TARGET) or {}
+    return condition.get("status") == "True" and condition.get("reason") == PREEMPTION_BY_SCHEDULER
+
+
+def evaluate(
+    profile: Profile,
+    snapshot: Snapshot,
+    pod: PodInfo,
+    diagnosis: Diagnosis,
+    rng: random.Random | None = None,
+    pdbs: Iterable[Pdb] = (),
+    nominated: Nominated | None = None,
+    nominated_node: str = "",
+) -> PreemptionResult:
+    """Evaluator.Preempt without actuation: the candidate and the "preemption: ..." message."""
+    if pod.preemption_policy == "Never":
+        return PreemptionResult("preemption: " + NEVER)
+    nominated_node = nominated_node or pod.nominated_node
+    row = snapshot.index.get(nominated_node) if nominated_node else None
+    if row is not None and diagnosis.status[row] != UNRESOLVABLE:
+        for other in snapshot.pods[row].values():
+            if other.priority < pod.priority and _terminating_by_preemption(other):
+                return PreemptionResult("preemption: " + TERMINATING)
+    now = time.time()
+    total = diagnosis.num_all_nodes
+    potential = np.flatnonzero(diagnosis.status == UNSCHEDULABLE)
+    statuses: dict[str, NodeStatus] = {}
+    clean: list[Candidate] = []
+    violating: list[Candidate] = []
+    budgets = list(pdbs)
+    if potential.size:
+        count = candidate_count(profile, int(potential.size))
+        offset = (rng or random).randrange(potential.size)
+        for i in range(int(potential.size)):
+            node = int(potential[(offset + i) % potential.size])
+            victims, violations, status = select_victims_on_node(
+                profile, snapshot, pod, node, budgets, nominated, now
+            )
+            if status.fits and victims:
+                found = Candidate(snapshot.names[node], victims, violations)
+                bucket = violating if violations else clean
+                if len(bucket) < count:
+                    bucket.append(found)
+                if clean and len(clean) + len(violating) >= count:
+                    break
+                continue
+            if status.fits:
+                name = snapshot.names[node]
+                status = NodeStatus(
+                    False, False, [f'expected at least one victim pod on node "{name}"']
+                )
+            statuses[snapshot.names[node]] = status
+    candidates = clean + violating
+    best = pick_one_node(candidates, now)
+    if best is None:
+        reasons: Counter[str] = Counter()
+        for status in statuses.values():
+            reasons.update(status.reasons)
+        if total > len(statuses):
+            reasons[NOT_HELPFUL] += total - len(statuses)
+        histogram = sorted(f"{n} {reason}" for reason, n in reasons.items())
+        message = f"preemption: 0/{total} nodes are available: " + ", ".join(histogram) + "."
+        return PreemptionResult(message, nominating="", statuses=statuses)
+    message = (
+        f"preemption: found a potential placement for pod on node {best.node}, "
+        f"preempting {len(best.victims)} victims"
+    )
+    return PreemptionResult(message, best, best.node, statuses)
 
 
 def post_filter(
@@ -42,22 +400,164 @@ def post_filter(
     pod: PodInfo,
     diagnosis: Diagnosis,
     rng: random.Random | None = None,
+    pdbs: Iterable[Pdb] = (),
+    nominated: Nominated | None = None,
 ) -> str:
-    """The "preemption: ..." suffix of the FailedScheduling message."""
-    if pod.preemption_policy == "Never":
-        return "preemption: " + NEVER
-    total = diagnosis.num_all_nodes
-    potential = np.flatnonzero(diagnosis.status == UNSCHEDULABLE)
-    reasons: Counter[str] = Counter()
-    if potential.size:
-        count = candidate_count(profile, int(potential.size))
-        offset = (rng or random).randrange(potential.size)
-        chosen = potential[(offset + np.arange(count)) % potential.size]
-        for i in chosen:
-            if not any(p.priority < pod.priority for p in snapshot.pods[int(i)].values()):
-                reasons[NO_VICTIMS] += 1
-    explicit = sum(reasons.values())
-    if total > explicit:
-        reasons[NOT_HELPFUL] += total - explicit
-    histogram = sorted(f"{n} {reason}" for reason, n in reasons.items())
-    return f"preemption: 0/{total} nodes are available: " + ", ".join(histogram) + "."
+    """The "preemption: ..." suffix of the FailedScheduling message (a dry run)."""
+    return evaluate(profile, snapshot, pod, diagnosis, rng, pdbs, nominated).message
+
+
+# -- actuation ------------------------------------------------------------------------------
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _pod_path(pod: PodInfo) -> str:
+    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+
+
+async def set_nominated_node(client: KubeClient, pod: PodInfo, node: str) -> None:
+    """PATCH pods/status nominatedNodeName ("" clears it)."""
+    body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node or None}}
+    try:
+        await client.patch(_pod_path(pod) + "/status", body)
+    except Exception as exc:
+        if not isinstance(exc, ApiError) or exc.status != 404:
+            log.warning("nominate_failed", pod=pod.name, namespace=pod.namespace, error=str(exc))
+
+
+async def _preempted_event(
+    client: KubeClient,
+    instance: str,
+    victim: PodInfo,
+    preemptor: PodInfo,
+    node: str,
+    controller: str,
+) -> None:
+    body = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{victim.name}.{secrets.token_hex(8)}",
+            "namespace": victim.namespace,
+        },
+        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "reportingController": controller,
+        "reportingInstance": instance,
+        "action": "Preempting",
+        "reason": "Preempted",
+        "regarding": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": victim.namespace,
+            "name": victim.name,
+            "uid": victim.uid,
+        },
+        "related": {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": preemptor.namespace,
+            "name": preemptor.name,
+            "uid": preemptor.uid,
+        },
+        "note": f"Preempted by pod {preemptor.uid} on node {node}",
+        "type": "Normal",
+    }
+    try:
+        await client.post(f"/apis/events.k8s.io/v1/namespaces/{victim.namespace}/events", body)
+    except ApiError as exc:
+        log.warning("preempted_event_failed", pod=victim.name, error=str(exc))
+
+
+async def preempt_victim(
+    client: KubeClient,
+    victim: PodInfo,
+    preemptor: PodInfo,
+    node: str,
+    scheduler_name: str,
+    instance: str,
+    covered: bool,
+) -> bool:
+    """PreemptPod: DisruptionTarget condition, then delete (or evict), then the Event.
+
+    Returns False when the victim was gone already. A victim covered by a
+    PodDisruptionBudget goes through the Eviction API; if the budget refuses
+    (429), it is deleted anyway, as kube-scheduler does for the last-resort
+    candidate that violates budgets.
+    """
+    condition = {
+        "type": DISRUPTION_TARGET,
+        "status": "True",
+        "reason": PREEMPTION_BY_SCHEDULER,
+        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": _now(),
+    }
+    path = _pod_path(victim)
+    try:
+        await client.patch(
+            path + "/status",
+            {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}},
+        )
+    except ApiError as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
+    try:
+        if covered:
+            try:
+                eviction = {
+                    "apiVersion": "policy/v1",
+                    "kind": "Eviction",
+                    "metadata": {"name": victim.name, "namespace": victim.namespace},
+                    "deleteOptions": options,
+                }
+                await client.post(path + "/eviction", eviction)
+            except ApiError as exc:
+                if exc.status != 429:
+                    raise
+                log.info("eviction_refused_deleting", pod=victim.name, namespace=victim.namespace)
+                await client.delete(path, options)
+        else:
+            await client.delete(path, options)
+    except ApiError as exc:
+        if exc.status in (404, 409):
+            return False
+        raise
+    log.info(
+        "preempted",
+        preemptor=preemptor.key,
+        victim=victim.key,
+        node=node,
+    )
+    await _preempted_event(client, instance, victim, preemptor, node, scheduler_name)
+    return True
+
+
+async def actuate(
+    client: KubeClient,
+    preemptor: PodInfo,
+    candidate: Candidate,
+    scheduler_name: str,
+    instance: str,
+    pdbs: Iterable[Pdb] = (),
+    lower_nominated: Iterable[PodInfo] = (),
+) -> None:
+    """prepareCandidate: nominate, preempt every victim, clear lower-priority nominations."""
+    budgets = list(pdbs)
+    await set_nominated_node(client, preemptor, candidate.node)
+    for victim in candidate.victims:
+        if victim.deleting:
+            continue  # graceful deletion has started already
+        covered = any(pdb.matches(victim) for pdb in budgets)
+        try:
+            await preempt_victim(
+                client, victim, preemptor, candidate.node, scheduler_name, instance, covered
+            )
+        except Exception as exc:  # the preemptor retries; a later cycle picks again
+            log.warning(
+                "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
+            )
+            return
+    for pod in lower_nominated:
+        await set_nominated_node(client, pod, "")

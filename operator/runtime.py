@@ -21,6 +21,7 @@ from podium.binder import Binder
 from podium.handlers import (
     register_namespaces,
     register_nodes,
+    register_pdbs,
     register_pods,
     register_policies,
 )
@@ -126,6 +127,7 @@ def build_registry(
     register_namespaces(registry, scheduler)
     register_nodes(registry, scheduler)
     register_pods(registry, scheduler)
+    register_pdbs(registry, scheduler)
     register_policies(registry, scheduler, client, options.scheduler_name)
     return registry
 

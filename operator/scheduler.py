@@ -22,10 +22,10 @@ from podium.algorithm import Scheduler
 from podium.binder import Binder, BindOutcome
 from podium.cache import Cache
 from podium.framework import ClusterEvent
-from podium.kube import KubeClient
+from podium.kube import ApiError, KubeClient
 from podium.metrics import Metrics
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
-from podium.preemption import post_filter
+from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_nominated_node
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.snapshot import Snapshot
@@ -71,6 +71,9 @@ class PodiumScheduler:
         self.metrics = metrics or Metrics()
         self.cache = Cache()
         self.snapshot = Snapshot()
+        # Preemption state: nominations waiting for their victims to leave, and PDBs.
+        self.nominator = Nominator()
+        self.pdbs: dict[str, Pdb] = {}
         first = next(iter(self.profiles.values()), Profile())
         self.queue = SchedulingQueue(
             QueueSettings(
@@ -149,10 +152,23 @@ class PodiumScheduler:
             self.snapshot.namespace_labels[name] = labels
             self.queue.on_event(ClusterEvent.ASSIGNED_POD_UPDATE)
 
+    def on_pdb(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        pdb = parse_pdb(body)
+        if pdb is None:
+            return
+        if event_type == "DELETED":
+            self.pdbs.pop(pdb.key, None)
+        else:
+            self.pdbs[pdb.key] = pdb
+
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)
         if not pod.uid:
             return
+        if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
+            self.nominator.remove(pod.uid)
+        elif self.serves(pod.scheduler_name):
+            self.nominator.update(pod)
         if event_type == "DELETED" or (pod.bound and pod.terminal):
             removed = self.cache.remove_pod(pod.uid)
             self.queue.delete(pod.uid)
@@ -188,6 +204,13 @@ class PodiumScheduler:
         nodes = await client.get("/api/v1/nodes")
         for item in nodes.get("items") or []:
             self.on_node(None, item)
+        try:
+            pdbs = await client.get("/apis/policy/v1/poddisruptionbudgets")
+        except ApiError as exc:  # preemption then ignores budgets
+            log.warning("pdb_list_failed", error=str(exc))
+        else:
+            for item in pdbs.get("items") or []:
+                self.on_pdb(None, item)
         pods = await client.get("/api/v1/pods")
         for item in pods.get("items") or []:
             self.on_pod(None, item)
@@ -268,13 +291,52 @@ class PodiumScheduler:
                 profile=profile,
             )
             return
-        placement = self.algorithm.schedule(profile, self.snapshot, pod)
+        nominated_node = self.nominator.node_of(pod.uid)
+        placement = self.algorithm.schedule(
+            profile,
+            self.snapshot,
+            pod,
+            nominated=self.nominator.by_node,
+            nominated_node=nominated_node,
+        )
         elapsed = time.perf_counter() - started
         if not placement.node:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
+            nominating: str | None = ""  # no PostFilter ran: clear any nomination
             if profile.preemption:
-                diagnosis.post_filter_msg = post_filter(profile, self.snapshot, pod, diagnosis)
+                result = evaluate(
+                    profile,
+                    self.snapshot,
+                    pod,
+                    diagnosis,
+                    self.algorithm.rng,
+                    self.pdbs.values(),
+                    self.nominator.by_node,
+                    nominated_node,
+                )
+                diagnosis.post_filter_msg = result.message
+                nominating = result.nominating
+                if result.candidate is not None and not profile.dry_run:
+                    node = result.candidate.node
+                    lower = self.nominator.lower_priority_on(node, pod.priority)
+                    for other in lower:
+                        self.nominator.remove(other.uid)
+                    self.nominator.add(pod, node)
+                    self._spawn(
+                        actuate(
+                            self.binder.client,
+                            pod,
+                            result.candidate,
+                            profile.scheduler_name,
+                            self.binder.instance,
+                            list(self.pdbs.values()),
+                            lower,
+                        )
+                    )
+                    nominating = None  # actuate writes the nomination first
+            if nominating is not None and not profile.dry_run:
+                self._nominate(pod, nominating)
             reasons = sorted(diagnosis.reasons)
             self._fail(
                 entry,
@@ -299,7 +361,18 @@ class PodiumScheduler:
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
         self.cache.assume_pod(pod, node)
+        self.nominator.remove(pod.uid)
         self._spawn(self._bind(entry, node, profile, started, elapsed))
+
+    def _nominate(self, pod: PodInfo, node: str) -> None:
+        """Record a nomination (or its clearing) in memory and on the pod's status."""
+        known = self.nominator.node_of(pod.uid)
+        if node:
+            self.nominator.add(pod, node)
+        else:
+            self.nominator.remove(pod.uid)
+        if (pod.nominated_node or known) != node:
+            self._spawn(set_nominated_node(self.binder.client, pod, node))
 
     async def _bind(
         self, entry: QueuedPod, node: str, profile: Profile, started: float, elapsed: float

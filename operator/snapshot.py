@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -19,7 +20,7 @@ from podium.cache import Cache, NodeState
 from podium.framework import IndexArray, IntArray, MaskArray
 from podium.objects import HostPort, NodeInfo, PodInfo
 
-__all__ = ["BASE_RESOURCES", "Snapshot"]
+__all__ = ["BASE_RESOURCES", "RowBackup", "Snapshot"]
 
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
@@ -37,6 +38,18 @@ def _zone_interleave(states: Iterable[NodeState]) -> list[NodeState]:
     for i in range(depth):
         ordered.extend(column[i] for column in columns if i < len(column))
     return ordered
+
+
+@dataclass(slots=True)
+class RowBackup:
+    """A row's pod-derived columns, saved by ``Snapshot.edit_row``."""
+
+    pods: dict[str, PodInfo]
+    ports: Counter[HostPort]
+    requested: IntArray
+    pod_count: int
+    nonzero_cpu: int
+    nonzero_memory: int
 
 
 class Snapshot:
@@ -152,6 +165,61 @@ class Snapshot:
         self.has_ports[i] = bool(state.ports)
         self.has_pods[i] = bool(state.pods)
         self.row_version[i] = self.version
+
+    # -- what-if edits (preemption, nominated pods) --------------------------
+    def edit_row(
+        self, i: int, remove: Iterable[PodInfo] = (), add: Iterable[PodInfo] = ()
+    ) -> RowBackup:
+        """Rewrite row ``i`` as if ``remove`` left the node and ``add`` joined it.
+
+        Returns what ``restore_row`` needs to put the row back exactly. Both
+        stamp the row with a new version, so incremental indexes re-read just
+        that row. Only for the failure path and nominated pods: the cache is
+        not touched, and ``update`` must not run between edit and restore.
+        """
+        backup = RowBackup(
+            self.pods[i],
+            self.ports[i],
+            self.requested[i].copy(),
+            int(self.pod_count[i]),
+            int(self.nonzero_cpu[i]),
+            int(self.nonzero_memory[i]),
+        )
+        pods = dict(self.pods[i])
+        ports = Counter(self.ports[i])
+        for pod, sign in [(p, -1) for p in remove] + [(p, 1) for p in add]:
+            if sign < 0 and pods.pop(pod.uid, None) is None:
+                continue
+            if sign > 0:
+                if pod.uid in pods:
+                    continue
+                pods[pod.uid] = pod
+            for r, amount in pod.requests.items():
+                col = self.resource_index.get(r)
+                if col is not None:
+                    self.requested[i, col] += sign * amount
+            self.nonzero_cpu[i] += sign * pod.nonzero_cpu
+            self.nonzero_memory[i] += sign * pod.nonzero_memory
+            for port in pod.host_ports:
+                ports[port] += sign
+        self._set_pods(i, pods, +ports)
+        return backup
+
+    def restore_row(self, i: int, backup: RowBackup) -> None:
+        self.requested[i] = backup.requested
+        self.nonzero_cpu[i] = backup.nonzero_cpu
+        self.nonzero_memory[i] = backup.nonzero_memory
+        self._set_pods(i, backup.pods, backup.ports)
+
+    def _set_pods(self, i: int, pods: dict[str, PodInfo], ports: Counter[HostPort]) -> None:
+        self.pods[i] = pods
+        self.ports[i] = ports
+        self.pod_count[i] = len(pods)
+        self.has_ports[i] = bool(ports)
+        self.has_pods[i] = bool(pods)
+        self.version += 1
+        self.row_version[i] = self.version
+        self.pod_generation += 1
 
     # -- queries -------------------------------------------------------------
     def all_nodes(self) -> IndexArray:

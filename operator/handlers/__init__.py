@@ -12,7 +12,14 @@ from __future__ import annotations
 
 from podium.handlers.namespaces import register_namespaces
 from podium.handlers.nodes import register_nodes
+from podium.handlers.pdbs import register_pdbs
 from podium.handlers.pods import register_pods
 from podium.handlers.policies import register_policies
 
-__all__ = ["register_namespaces", "register_nodes", "register_pods", "register_policies"]
+__all__ = [
+    "register_namespaces",
+    "register_nodes",
+    "register_pdbs",
+    "register_pods",
+    "register_policies",
+]

@@ -1,0 +1,179 @@
+"""Podium end to end on the real API server: DefaultPreemption (issue 8)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from kubernetes_asyncio import client, watch
+from kubernetes_asyncio.client import ApiClient
+
+from podium.devcluster.objects import make_node, make_pod, pod_events, wait_for
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+
+
+async def read_pod(api: ApiClient, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        raw = await client.CoreV1Api(api).read_namespaced_pod(
+            name, namespace, _preload_content=False
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return dict(await raw.json())
+
+
+async def names_left(api: ApiClient, namespace: str) -> set[str]:
+    raw = await client.CoreV1Api(api).list_namespaced_pod(namespace, _preload_content=False)
+    return {p["metadata"]["name"] for p in (await raw.json())["items"]}
+
+
+async def record_nominations(api: ApiClient, namespace: str, seen: list[str]) -> None:
+    """Every status.nominatedNodeName of pod "hi" the watch delivers (binding clears it)."""
+    stream = watch.Watch().stream(
+        client.CoreV1Api(api).list_namespaced_pod, namespace, timeout_seconds=60
+    )
+    async for event in stream:
+        obj = event["object"]
+        if obj.metadata.name == "hi" and obj.status and obj.status.nominated_node_name:
+            seen.append(obj.status.nominated_node_name)
+
+
+async def setup(
+    api: ApiClient, namespace: str, node_factory: Any, nodes: dict[str, list[dict[str, Any]]]
+) -> dict[str, str]:
+    """Nodes labelled for this test (2 cpu each) and their bound low-priority pods."""
+    names = {key: f"{namespace}-{key}" for key in nodes}
+    await node_factory(
+        make_node(name, cpu="2", memory="8Gi", labels={"suite": namespace})
+        for name in names.values()
+    )
+    core = client.CoreV1Api(api)
+    for key, pods in nodes.items():
+        for body in pods:
+            body["spec"]["nodeName"] = names[key]
+            await core.create_namespaced_pod(namespace, body=body)
+    return names
+
+
+def preemptor(namespace: str, **kw: Any) -> dict[str, Any]:
+    return make_pod("hi", cpu="1", priority=100, node_selector={"suite": namespace}, **kw)
+
+
+async def test_preempts_lowest_priority_victim_and_binds(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any
+) -> None:
+    names = await setup(
+        api_client,
+        namespace,
+        node_factory,
+        {
+            "a": [make_pod("lo1", cpu="1", priority=1), make_pod("lo5", cpu="1", priority=5)],
+            "b": [make_pod("mid", cpu="2", priority=1000)],
+        },
+    )
+    await podium()
+    seen: list[str] = []
+    watcher = asyncio.create_task(record_nominations(api_client, namespace, seen))
+    await asyncio.sleep(0.2)
+    hi = preemptor(namespace)
+    await client.CoreV1Api(api_client).create_namespaced_pod(namespace, body=hi)
+
+    async def bound() -> str:
+        pod = await read_pod(api_client, namespace, "hi")
+        return str((pod or {}).get("spec", {}).get("nodeName") or "")
+
+    assert await wait_for(bound, timeout=30, message="preemptor bound") == names["a"]
+    assert await names_left(api_client, namespace) == {"hi", "lo5", "mid"}
+    pod = await read_pod(api_client, namespace, "hi")
+    assert pod is not None
+    await wait_for(lambda: seen, timeout=5, message="nominatedNodeName")
+    watcher.cancel()
+    assert set(seen) == {names["a"]}
+    failed = await wait_for(
+        lambda: pod_events(api_client, namespace, "hi", "FailedScheduling"), message="event"
+    )
+    assert failed[0].message.endswith(
+        f"preemption: found a potential placement for pod on node {names['a']}, "
+        "preempting 1 victims"
+    )
+    preempted = await wait_for(
+        lambda: pod_events(api_client, namespace, "lo1", "Preempted"), message="Preempted"
+    )
+    assert preempted[0].message == f"Preempted by pod {pod['metadata']['uid']} on node {names['a']}"
+    assert preempted[0].type == "Normal"
+
+
+async def test_preemption_policy_never_does_not_preempt(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any
+) -> None:
+    await setup(api_client, namespace, node_factory, {"a": [make_pod("lo", cpu="2", priority=1)]})
+    await podium()
+    hi = preemptor(namespace, preemption_policy="Never")
+    await client.CoreV1Api(api_client).create_namespaced_pod(namespace, body=hi)
+
+    async def condition() -> dict[str, Any] | None:
+        pod = await read_pod(api_client, namespace, "hi")
+        for cond in (pod or {}).get("status", {}).get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond["status"] == "False":
+                return dict(cond)
+        return None
+
+    cond = await wait_for(condition, timeout=30, message="PodScheduled=False")
+    assert cond["message"].endswith(". preemption: not eligible due to preemptionPolicy=Never."), (
+        cond["message"]
+    )
+    assert "1 Insufficient cpu" in cond["message"]
+    await asyncio.sleep(1.0)
+    assert await names_left(api_client, namespace) == {"hi", "lo"}
+    pod = await read_pod(api_client, namespace, "hi")
+    assert pod is not None and not pod["status"].get("nominatedNodeName")
+
+
+async def test_pdb_protected_victim_is_avoided(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any
+) -> None:
+    policy = client.PolicyV1Api(api_client)
+    await policy.create_namespaced_pod_disruption_budget(
+        namespace,
+        body={
+            "apiVersion": "policy/v1",
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": "db"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "db"}}},
+        },
+    )
+    await policy.patch_namespaced_pod_disruption_budget_status(
+        "db",
+        namespace,
+        body={
+            "status": {
+                "disruptionsAllowed": 0,
+                "currentHealthy": 1,
+                "desiredHealthy": 1,
+                "expectedPods": 1,
+                "observedGeneration": 1,
+            }
+        },
+    )
+    names = await setup(
+        api_client,
+        namespace,
+        node_factory,
+        {
+            "a": [make_pod("guarded", cpu="2", priority=1, labels={"app": "db"})],
+            "b": [make_pod("free", cpu="2", priority=1)],
+        },
+    )
+    await podium()
+    await client.CoreV1Api(api_client).create_namespaced_pod(namespace, body=preemptor(namespace))
+
+    async def bound() -> str:
+        pod = await read_pod(api_client, namespace, "hi")
+        return str((pod or {}).get("spec", {}).get("nodeName") or "")
+
+    assert await wait_for(bound, timeout=30, message="preemptor bound") == names["b"]
+    assert await names_left(api_client, namespace) == {"hi", "guarded"}
