@@ -20,20 +20,30 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 LEASE = ("--leader-elect", "--lease-duration", "6", "--renew-deadline", "4", "--retry-period", "1")
 
 
-def successful_binds(plane: ControlPlane, namespace: str) -> Counter[str]:
-    """pods/binding creates that the server accepted, per pod, from the audit log."""
+def _bindings(plane: ControlPlane, namespace: str, accepted_only: bool) -> Counter[str]:
     counts: Counter[str] = Counter()
     for event in plane.audit_events():
         ref = event.get("objectRef") or {}
+        code = (event.get("responseStatus") or {}).get("code", 0)
         if (
             event.get("stage") == "ResponseComplete"
             and event.get("verb") == "create"
             and ref.get("subresource") == "binding"
             and ref.get("namespace") == namespace
-            and (event.get("responseStatus") or {}).get("code", 0) < 300
+            and (code < 300 if accepted_only else code < 300 or code >= 500)
         ):
             counts[ref.get("name", "")] += 1
     return counts
+
+
+def successful_binds(plane: ControlPlane, namespace: str) -> Counter[str]:
+    """pods/binding creates that the server accepted, per pod, from the audit log."""
+    return _bindings(plane, namespace, accepted_only=True)
+
+
+def binding_attempts(plane: ControlPlane, namespace: str) -> Counter[str]:
+    """Accepted Bindings plus those whose outcome was unknown (5xx), per pod."""
+    return _bindings(plane, namespace, accepted_only=False)
 
 
 async def test_standby_takes_over_without_double_binds(
@@ -85,24 +95,14 @@ async def test_standby_takes_over_without_double_binds(
     await wait_for(all_bound, timeout=60, interval=0.5, message="all pods bound")
     await assert_no_overcommit(api_client)
 
-    # The audit log is written after each response; give the last lines a moment.
-    def logged() -> Counter[str] | None:
-        counts = successful_binds(control_plane, namespace)
+    # At most one Binding per pod can succeed. A 5xx (e.g. a 504 when etcd is slow)
+    # may still have been applied, so every pod needs one attempt, not one 201.
+    def attempts() -> Counter[str] | None:
+        counts = binding_attempts(control_plane, namespace)
         return counts if len(counts) >= total else None
 
-    try:
-        binds = await wait_for(logged, timeout=30, message="every binding in the audit log")
-    except TimeoutError:
-        binds = successful_binds(control_plane, namespace)
-        names = {p["metadata"]["name"] for p in await pods_in(api_client, namespace)}
-        missing = sorted(names - set(binds))
-        events = [
-            (e.get("stage"), e.get("verb"), (e.get("responseStatus") or {}).get("code"))
-            for e in control_plane.audit_events()
-            if (e.get("objectRef") or {}).get("name") in missing[:3]
-        ]
-        raise AssertionError(f"no successful binding logged for {missing[:10]}: {events}") from None
-    assert len(binds) == total
+    await wait_for(attempts, timeout=30, message="a binding attempt per pod in the audit log")
+    binds = successful_binds(control_plane, namespace)
     assert max(binds.values()) == 1
     leases = client.CoordinationV1Api(api_client)
     held = await leases.read_namespaced_lease(f"podium-{namespace}"[:60], namespace)
