@@ -8,6 +8,7 @@ simulate`` all run exactly this code.
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -75,6 +76,7 @@ class Placement:
     totals: IntArray | None = None
     plugin_scores: dict[str, IntArray] = field(default_factory=dict)
     nominated: str = ""
+    score_seconds: float = 0.0
 
 
 def num_feasible_nodes_to_find(percentage: int, total: int) -> int:
@@ -301,6 +303,7 @@ def _score(
         placement.candidates = candidates
         return placement
 
+    score_started = time.perf_counter()
     totals = np.zeros(candidates.size, dtype=np.int64)
     for scorer, weight in profile.scores:
         if not scorer.pre_score(cycle, candidates):
@@ -313,6 +316,7 @@ def _score(
     best = np.flatnonzero(totals == totals.max())
     choice = int(best[state.rng.randrange(best.size)]) if best.size > 1 else int(best[0])
     placement.node = snapshot.names[int(candidates[choice])]
+    placement.score_seconds = time.perf_counter() - score_started
     placement.candidates = candidates
     placement.totals = totals
     return placement

@@ -259,6 +259,10 @@ class PodiumScheduler:
         self.metrics.pending.labels("backoff").set(counts["backoff"])
         self.metrics.pending.labels("unschedulable").set(counts["unschedulable"])
         self.metrics.pending.labels("gated").set(counts["gated"])
+        self.metrics.cache_nodes.set(len(self.cache.nodes))
+        assumed = sum(1 for state in self.cache.pods.values() if state.assumed)
+        self.metrics.cache_pods.labels("assumed").set(assumed)
+        self.metrics.cache_pods.labels("bound").set(len(self.cache.pods) - assumed)
 
     def schedule_one(self, entry: QueuedPod) -> None:
         pod = entry.pod
@@ -300,6 +304,12 @@ class PodiumScheduler:
             nominated_node=nominated_node,
         )
         elapsed = time.perf_counter() - started
+        status = "Success" if placement.node else "Unschedulable"
+        points = self.metrics.extension_point
+        points.labels("Score", status, profile.scheduler_name).observe(placement.score_seconds)
+        points.labels("Filter", status, profile.scheduler_name).observe(
+            elapsed - placement.score_seconds
+        )
         if not placement.node:
             diagnosis = placement.diagnosis
             assert diagnosis is not None

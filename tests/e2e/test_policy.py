@@ -168,5 +168,9 @@ async def test_policy_lifecycle(
     assert (
         f'scheduler_schedule_attempts_total{{profile="{sched}",result="scheduled"}} 10.0' in metrics
     )
+    assert (
+        "scheduler_framework_extension_point_duration_seconds_count"
+        f'{{extension_point="Filter",profile="{sched}",status="Success"}} 10.0'
+    ) in metrics
     assert 'podium_policy_reloads_total{result="applied"} 2.0' in metrics
     assert 'podium_policy_reloads_total{result="rejected"} 1.0' in metrics
