@@ -80,8 +80,8 @@ class Binder:
                 await self.client.post(path, body)
                 return BindOutcome.BOUND, ""
             except ApiError as exc:
-                if exc.status == 404:
-                    return BindOutcome.GONE, str(exc)
+                # Even a 404 proves nothing by itself (a proxy or aggregator may answer
+                # it): like every other failure, it is settled by re-reading the pod.
                 error = exc
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 error = exc  # type: ignore[assignment]
