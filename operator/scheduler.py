@@ -28,6 +28,7 @@ from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_nominated_node
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
+from podium.resync import Resyncer
 from podium.snapshot import Snapshot
 
 __all__ = ["PodiumScheduler", "node_change"]
@@ -88,6 +89,7 @@ class PodiumScheduler:
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        self.resync = Resyncer(binder.client, self._cached_versions, self._forget)
 
     # -- profiles -----------------------------------------------------------------------
     def _refresh_interest(self) -> None:
@@ -170,10 +172,7 @@ class PodiumScheduler:
         elif self.serves(pod.scheduler_name):
             self.nominator.update(pod)
         if event_type == "DELETED" or (pod.bound and pod.terminal):
-            removed = self.cache.remove_pod(pod.uid)
-            self.queue.delete(pod.uid)
-            if removed is not None:
-                self.queue.on_event(ClusterEvent.ASSIGNED_POD_DELETE)
+            self._pod_gone(pod.uid)
             return
         if pod.bound:
             known = self.cache.pods.get(pod.uid)
@@ -190,6 +189,33 @@ class PodiumScheduler:
         if self.cache.is_assumed(pod.uid):
             return  # a stale unbound copy while our bind is in flight
         self.queue.add(pod)
+
+    def _cached_versions(self, kind: str) -> dict[str, str]:
+        """What Podium holds of ``kind``, key -> resourceVersion, for a resync."""
+        if kind == "nodes":
+            return {
+                name: str((state.node.raw.get("metadata") or {}).get("resourceVersion") or "")
+                for name, state in self.cache.nodes.items()
+                if state.node is not None
+            }
+        held = {uid: entry.pod.resource_version for uid, entry in self.queue.entries.items()}
+        held.update((uid, state.pod.resource_version) for uid, state in self.cache.pods.items())
+        return held
+
+    def _forget(self, kind: str, key: str) -> None:
+        """An object a relist shows gone: handled as its missed DELETED event."""
+        log.debug("resync_forgot", kind=kind, key=key)
+        if kind == "nodes":
+            self.on_node("DELETED", {"metadata": {"name": key}})
+        else:
+            self._pod_gone(key)
+
+    def _pod_gone(self, uid: str) -> None:
+        self.nominator.remove(uid)
+        removed = self.cache.remove_pod(uid)
+        self.queue.delete(uid)
+        if removed is not None:
+            self.queue.on_event(ClusterEvent.ASSIGNED_POD_DELETE)
 
     async def prime(self, client: KubeClient) -> None:
         """Load every node and pod before the first cycle, as informers sync first.
@@ -226,15 +252,18 @@ class PodiumScheduler:
         """Run the workers and the queue timers until cancelled."""
         timers = asyncio.create_task(self.queue.run_timers())
         gauges = asyncio.create_task(self._gauge_loop())
+        resync = asyncio.create_task(self.resync.run_periodic())
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+        background = [timers, gauges, resync, *workers]
         try:
             await asyncio.gather(timers, *workers)
         finally:
             self.queue.close()
-            for task in [timers, gauges, *workers, *self._tasks]:
+            for task in [*background, *self._tasks]:
                 task.cancel()
             with contextlib.suppress(BaseException):
-                await asyncio.gather(timers, gauges, *workers, *self._tasks, return_exceptions=True)
+                await asyncio.gather(*background, *self._tasks, return_exceptions=True)
+            await self.resync.close()
 
     async def _worker(self) -> None:
         while True:

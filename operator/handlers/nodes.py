@@ -17,5 +17,7 @@ def register_nodes(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) 
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
         try:
             scheduler.on_node(event.get("type"), event.get("object") or {})
+            if event.get("type") is None:  # kopf is (re)listing: reconcile once it is over
+                scheduler.resync.listed("nodes")
         except Exception:  # a poison object must never stop the watch
             log.exception("node_event_failed")

@@ -17,5 +17,7 @@ def register_pods(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -
     async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
         try:
             scheduler.on_pod(event.get("type"), event.get("object") or {})
+            if event.get("type") is None:  # kopf is (re)listing: reconcile once it is over
+                scheduler.resync.listed("pods")
         except Exception:  # a poison object must never stop the watch
             log.exception("pod_event_failed")

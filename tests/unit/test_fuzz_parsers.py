@@ -338,6 +338,8 @@ event_type = st.sampled_from([None, "ADDED", "MODIFIED", "DELETED", "BOOKMARK", 
 class DummyBinder:
     """Stands in for Binder: on_pod/on_node never call it; cycles may."""
 
+    client = None  # a resync would LIST through it; no relist happens here
+
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()
 

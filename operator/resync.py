@@ -1,0 +1,152 @@
+"""Resync after a relist: forget what a watch gap hid.
+
+When a watch resumes from a compacted resourceVersion (410 Gone), kopf lists
+the objects again and replays them as ``type=None`` events, but sends no
+DELETED event for objects removed while no watch was open. A pod deleted in
+the gap would then go on holding its node's resources in the cache forever.
+
+So after every relist quiets down, Podium takes its own consistent LIST and
+drops each cached object that is absent from it and no newer than the list.
+Objects the watch delivered after the list was taken are newer and are kept.
+A relist of an empty collection replays nothing, so the same resync also runs
+on a slow period.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from podium.kube import KubeClient
+
+__all__ = ["ResyncSettings", "Resyncer", "stale_keys"]
+
+log = structlog.get_logger("podium.resync")
+
+# The kinds whose cached state a relist can leave stale, and where to LIST them.
+_PATHS: dict[str, str] = {"pods": "/api/v1/pods", "nodes": "/api/v1/nodes"}
+
+
+@dataclass(slots=True)
+class ResyncSettings:
+    # A relist is over once no listed event has arrived for this long.
+    quiet: float = 2.0
+    # A failed LIST is retried after this long, doubling up to ``max_retry``.
+    retry: float = 1.0
+    max_retry: float = 30.0
+    # Resync every kind this often even without a relist; 0 disables it.
+    period: float = 300.0
+
+
+def _version(value: str) -> int | None:
+    """etcd-backed resourceVersions are integers; anything else is not compared."""
+    return int(value) if value.isdigit() else None
+
+
+def stale_keys(cached: Mapping[str, str], listed: set[str], list_version: str) -> list[str]:
+    """Keys cached at a version no newer than the list, yet absent from it.
+
+    ``cached`` maps key to the resourceVersion the cache last saw. An entry
+    without a comparable version is kept: dropping a live object is worse
+    than keeping a gone one until its DELETED event.
+    """
+    limit = _version(list_version)
+    if limit is None:
+        return []
+    stale = []
+    for key, version in cached.items():
+        if key in listed:
+            continue
+        seen = _version(version)
+        if seen is not None and seen <= limit:
+            stale.append(key)
+    return stale
+
+
+@dataclass(slots=True)
+class _Kind:
+    last_listed: float = 0.0
+    task: asyncio.Task[None] | None = None
+
+
+class Resyncer:
+    """Debounces relists per kind and reconciles the cache with one LIST each.
+
+    ``cached(kind)`` returns key -> resourceVersion of what Podium holds;
+    ``forget(kind, key)`` drops one entry as if its DELETED event had come.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        cached: Callable[[str], Mapping[str, str]],
+        forget: Callable[[str, str], None],
+        settings: ResyncSettings | None = None,
+    ) -> None:
+        self.client = client
+        self.cached = cached
+        self.forget = forget
+        self.settings = settings or ResyncSettings()
+        self.kinds: dict[str, _Kind] = {kind: _Kind() for kind in _PATHS}
+
+    def listed(self, kind: str) -> None:
+        """A ``type=None`` (listing) event arrived for ``kind``."""
+        self.kinds[kind].last_listed = time.monotonic()
+        self._start(kind)
+
+    def _start(self, kind: str) -> None:
+        state = self.kinds[kind]
+        if state.task is None or state.task.done():
+            state.task = asyncio.get_running_loop().create_task(self._resync(kind))
+
+    async def run_periodic(self) -> None:
+        if self.settings.period <= 0:
+            return
+        while True:
+            await asyncio.sleep(self.settings.period)
+            for kind in self.kinds:
+                self._start(kind)
+
+    async def close(self) -> None:
+        for state in self.kinds.values():
+            if state.task is not None:
+                state.task.cancel()
+                with contextlib.suppress(BaseException):
+                    await state.task
+
+    async def _resync(self, kind: str) -> None:
+        state = self.kinds[kind]
+        # A debounce: each listed event pushes the deadline, so there is no event to await.
+        while (wait := state.last_listed + self.settings.quiet - time.monotonic()) > 0:  # noqa: ASYNC110
+            await asyncio.sleep(wait)
+        delay = self.settings.retry
+        while True:
+            try:
+                body = await self.client.get(_PATHS[kind])
+                break
+            except Exception as exc:  # the API may still be down: retry, never give up
+                log.warning("resync_list_failed", kind=kind, error=str(exc), retry_s=delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, self.settings.max_retry)
+        self.reconcile(kind, body)
+
+    def reconcile(self, kind: str, body: Mapping[str, Any]) -> list[str]:
+        """Drop what ``body`` (a LIST answer) shows to be gone; returns the keys."""
+        listed = {_key(kind, item) for item in body.get("items") or []}
+        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+        stale = stale_keys(self.cached(kind), listed, version)
+        for key in stale:
+            self.forget(kind, key)
+        log.info("resync_done", kind=kind, listed=len(listed), removed=len(stale))
+        return stale
+
+
+def _key(kind: str, item: Mapping[str, Any]) -> str:
+    meta = item.get("metadata") or {}
+    return str(meta.get("uid") if kind == "pods" else meta.get("name") or "")
