@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import os
 import socket
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,16 @@ class _NoDiffBase(kopf.DiffBaseStorage):
         return None
 
 
+class _RetryForever:
+    """kopf's request backoffs, never exhausted: an API outage of any length is
+    waited out, as client-go's reflectors do, instead of ending the operator
+    after kopf's default ~90 s of retries."""
+
+    def __iter__(self) -> Iterator[float]:
+        yield from (1, 1, 2, 3, 5, 8, 13, 21)
+        yield from itertools.repeat(30.0)
+
+
 class _NoProgress(kopf.ProgressStorage):
     """Handler progress is never written onto user objects."""
 
@@ -121,6 +133,7 @@ def build_registry(
         # Events are level-triggered; a short window keeps bind confirmations prompt.
         settings.batching.batch_window = 0.01
         settings.networking.request_timeout = 60
+        settings.networking.error_backoffs = _RetryForever()
         settings.persistence.diffbase_storage = _NoDiffBase()
         settings.persistence.progress_storage = _NoProgress()
 
