@@ -128,8 +128,11 @@ class Binder:
             and current.get("message") == message
         ):
             return
+        # The resourceVersion makes the write conditional: a copy retried through an
+        # outage must not land after a later attempt bound the pod (409 instead).
+        meta = {"uid": pod.uid, "resourceVersion": pod.resource_version}
         patch = {
-            "metadata": {"uid": pod.uid},
+            "metadata": {k: v for k, v in meta.items() if v},
             "status": {
                 "conditions": [
                     {
@@ -184,7 +187,10 @@ class Binder:
                 await call(path, body)
                 return
             except ApiError as exc:
-                if exc.status in (404, 409, 422) or attempt == attempts:
+                if exc.status == 409:  # the object changed meanwhile: this report is stale
+                    log.info("report_stale", path=path)
+                    return
+                if exc.status in (404, 422) or attempt == attempts:
                     log.warning("report_failed", path=path, error=str(exc), attempt=attempt)
                     return
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
