@@ -130,8 +130,6 @@ def build_registry(
         settings.watching.server_timeout = int(options.watch_timeout)
         settings.watching.client_timeout = int(options.watch_timeout) + 30
         settings.watching.connect_timeout = 30
-        # Events are level-triggered; a short window keeps bind confirmations prompt.
-        settings.batching.batch_window = 0.01
         settings.networking.request_timeout = 60
         settings.networking.error_backoffs = _RetryForever()
         settings.persistence.diffbase_storage = _NoDiffBase()
