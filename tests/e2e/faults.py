@@ -29,8 +29,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
 from podium.kube import ApiError, KubeClient, load_credentials
-from podium.objects import parse_node, parse_pod
-from tests.e2e.test_scheduling import all_pods_and_nodes, pods_in
+from tests.e2e.test_scheduling import all_pods_and_nodes, overcommitted, pods_in
 
 __all__ = [
     "BIND_FAULTS",
@@ -46,6 +45,7 @@ __all__ = [
     "proxied_kubeconfig",
     "rss_bytes",
     "successful_bindings",
+    "wait_bound",
     "wait_until",
 ]
 
@@ -190,17 +190,7 @@ async def check_invariants(
             report.bad_conditions.append(f"{name}: pending with {cond or 'no PodScheduled'}")
     report.double_bound = {uid: n for uid, n in audited.items() if n > 1}
 
-    used: dict[str, Counter[str]] = {}
-    for body in pods:
-        info = parse_pod(body)
-        if info.node_name and not info.terminal:
-            used.setdefault(info.node_name, Counter()).update(info.requests)
-            used[info.node_name]["pods"] += 1
-    for body in nodes:
-        node_info = parse_node(body)
-        for resource, amount in used.get(node_info.name, Counter()).items():
-            if amount > node_info.allocatable.get(resource, 0):
-                report.overcommitted.append(f"{node_info.name} {resource} {amount}")
+    report.overcommitted = overcommitted(pods, nodes)
 
     assert not report.lost, f"lost pods: {sorted(report.lost)[:20]} ({report.summary()})"
     assert not report.double_bound, f"double-bound pods: {report.double_bound}"
@@ -563,6 +553,23 @@ class Informer:
                     self.events += 1
                     self._deliver(kind, obj)
         return version
+
+
+async def wait_bound(
+    api: ApiClient,
+    namespace: str,
+    count: int,
+    within: float,
+    interval: float = 0.5,
+    what: str = "",
+    watch: Any = None,
+) -> float:
+    """Wait until exactly ``count`` pods of ``namespace`` are bound; returns the seconds."""
+
+    async def bound() -> bool:
+        return await bound_count(api, namespace) == count
+
+    return await wait_until(bound, within, interval, what or f"{count} pods bound", watch=watch)
 
 
 async def wait_until(

@@ -36,6 +36,7 @@ from tests.e2e.faults import (
     BIND_FAULTS,
     FaultyClient,
     Informer,
+    InvariantReport,
     StallProxy,
     bound_count,
     check_invariants,
@@ -44,6 +45,7 @@ from tests.e2e.faults import (
     metric,
     proxied_kubeconfig,
     rss_bytes,
+    wait_bound,
     wait_until,
 )
 from tests.e2e.test_scheduling import create_pods, pods_in
@@ -51,7 +53,15 @@ from tests.e2e.test_scheduling import create_pods, pods_in
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 
-def report(fault: str, **numbers: Any) -> None:
+def report(fault: str, result: InvariantReport | None = None, **numbers: Any) -> None:
+    if result is not None:
+        numbers = {
+            "pods": result.pods,
+            "scheduled": result.bound,
+            "lost": len(result.lost),
+            "double_bound": len(result.double_bound),
+            **numbers,
+        }
     print(f"\nRELIABILITY {fault}: " + " ".join(f"{k}={v}" for k, v in numbers.items()))
 
 
@@ -110,20 +120,16 @@ async def test_apiserver_killed_mid_run_every_pod_bound_once(
     await plane.astart_apiserver()
     ready_s = time.monotonic() - back
 
-    async def all_bound() -> bool:
-        return await bound_count(api_client, namespace) == 2000
-
-    await wait_until(all_bound, 180, 0.5, "2,000 pods bound after the restart", watch=proc)
+    await wait_bound(
+        api_client, namespace, 2000, 180, 0.5, "2,000 pods bound after the restart", watch=proc
+    )
     recovered = time.monotonic() - back
     assert proc.process.poll() is None, "Podium exited during the outage"
     result = await check_invariants(api_client, plane, namespace, allow_unaudited=True)
     report(
         "apiserver-restart",
-        pods=result.pods,
+        result,
         bound_at_kill=int(at_kill),
-        scheduled=result.bound,
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
         unaudited=len(result.unaudited),
         apiserver_ready_s=round(ready_s, 1),
         recover_s=round(recovered, 1),
@@ -203,11 +209,8 @@ async def test_watch_resumes_from_compacted_revision_without_losing_pods(
     result = await check_invariants(api_client, plane, namespace, allow_unaudited=True)
     report(
         "etcd-compaction-410",
+        result,
         compacted_at=revision,
-        pods=result.pods,
-        scheduled=result.bound,
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
         recover_s=round(recovered, 1),
     )
 
@@ -237,18 +240,14 @@ async def test_long_apiserver_outage_is_waited_out(
     await plane.astart_apiserver()
     await create_pods(api_client, namespace, pods(namespace, sched, 20, "after"))
 
-    async def all_bound() -> bool:
-        return await bound_count(api_client, namespace) == 25
-
-    await wait_until(all_bound, 120, 0.5, "25 pods bound after the outage", watch=proc)
+    await wait_bound(
+        api_client, namespace, 25, 120, 0.5, "25 pods bound after the outage", watch=proc
+    )
     recovered = time.monotonic() - back
     result = await check_invariants(api_client, plane, namespace, allow_unaudited=True)
     report(
         "apiserver-outage-75s",
-        pods=result.pods,
-        scheduled=result.bound,
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
+        result,
         recover_s=round(recovered, 1),
     )
 
@@ -292,10 +291,9 @@ async def test_stalled_watch_is_noticed_and_rewatched(
         proxy.heal_new()
         healed = time.monotonic()
 
-        async def all_bound() -> bool:
-            return await bound_count(api_client, namespace) == 60
-
-        await wait_until(all_bound, 90, 0.5, "60 pods bound after the stall", watch=proc)
+        await wait_bound(
+            api_client, namespace, 60, 90, 0.5, "60 pods bound after the stall", watch=proc
+        )
         recovered = time.monotonic() - healed
         assert proc.process.poll() is None
     finally:
@@ -303,11 +301,8 @@ async def test_stalled_watch_is_noticed_and_rewatched(
     result = await check_invariants(api_client, control_plane, namespace)
     report(
         "watch-stall",
+        result,
         stalled_connections=stalled,
-        pods=result.pods,
-        scheduled=result.bound,
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
         recover_s=round(recovered, 1),
     )
     assert recovered < 80, f"took {recovered:.0f}s to notice the stalled watch"
@@ -403,11 +398,9 @@ async def test_binding_faults_end_bound_once_or_gone(
     assert result.bound == 300 - deleted()
     report(
         "binding-faults",
+        result,
         pods=300,
-        scheduled=result.bound,
         gone=deleted(),
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
         injected=dict(faulty.injected),
         outcomes=results,
         settle_s=round(took, 1),
@@ -482,16 +475,10 @@ async def test_node_deleted_while_binds_are_in_flight(
         await wait_until(node_change_seen, 10, 0.05, "the node change seen")
         faulty.delay = 0.0
 
-        async def early_bound() -> bool:
-            return await bound_count(api_client, namespace) == 5
-
-        await wait_until(early_bound, 20, 0.2, "the in-flight binds to finish")
+        await wait_bound(api_client, namespace, 5, 20, 0.2, "the in-flight binds to finish")
         await create_pods(api_client, namespace, pods(namespace, sched, 10, "late", cpu="100m"))
 
-        async def late_bound() -> bool:
-            return await bound_count(api_client, namespace) == 15
-
-        await wait_until(late_bound, 30, 0.2, "10 later pods bound")
+        await wait_bound(api_client, namespace, 15, 30, 0.2, "10 later pods bound")
         placed = {
             p["metadata"]["name"]: p["spec"]["nodeName"]
             for p in await pods_in(api_client, namespace)
@@ -507,11 +494,8 @@ async def test_node_deleted_while_binds_are_in_flight(
     assert sorted(result.on_missing_nodes) == [f"early{i}" for i in range(5)]
     report(
         "node-deleted-in-flight",
-        pods=15,
-        scheduled=result.bound,
+        result,
         on_deleted_node=len(result.on_missing_nodes),
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
     )
 
 
@@ -531,10 +515,7 @@ async def test_not_ready_and_tainted_nodes_get_no_new_pods(
     async with in_process(control_plane, namespace, sched) as (scheduler, _):
         await create_pods(api_client, namespace, pods(namespace, sched, 9, "before"))
 
-        async def before_bound() -> bool:
-            return await bound_count(api_client, namespace) == 9
-
-        await wait_until(before_bound, 30, 0.2, "9 pods bound")
+        await wait_bound(api_client, namespace, 9, 30, 0.2, "9 pods bound")
         await core.patch_node_status(
             sick,
             {
@@ -566,10 +547,7 @@ async def test_not_ready_and_tainted_nodes_get_no_new_pods(
         }
         await create_pods(api_client, namespace, pods(namespace, sched, 30, "after"))
 
-        async def after_bound() -> bool:
-            return await bound_count(api_client, namespace) == 39
-
-        await wait_until(after_bound, 30, 0.2, "30 pods bound")
+        await wait_bound(api_client, namespace, 39, 30, 0.2, "30 pods bound")
     placed = {
         p["metadata"]["name"]: p["spec"]["nodeName"] for p in await pods_in(api_client, namespace)
     }
@@ -601,20 +579,16 @@ async def test_podium_killed_mid_run_restarts_without_loss_or_double_binds(
     restarted = time.monotonic()
     second = await podium("--scheduler-name", sched)
 
-    async def all_bound() -> bool:
-        return await bound_count(api_client, namespace) == 300
-
-    await wait_until(all_bound, 60, 0.5, "300 pods bound after the restart", watch=second)
+    await wait_bound(
+        api_client, namespace, 300, 60, 0.5, "300 pods bound after the restart", watch=second
+    )
     recovered = time.monotonic() - restarted
     # Binds in flight at the kill may be committed without an audit event.
     result = await check_invariants(api_client, control_plane, namespace, allow_unaudited=True)
     report(
         "podium-kill-9",
-        pods=300,
+        result,
         bound_at_kill=at_kill,
-        scheduled=result.bound,
-        lost=len(result.lost),
-        double_bound=len(result.double_bound),
         unaudited=len(result.unaudited),
         recover_s=round(recovered, 1),
     )
