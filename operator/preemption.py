@@ -54,6 +54,7 @@ __all__ = [
     "Nominator",
     "Pdb",
     "PreemptionResult",
+    "best_candidates",
     "candidate_count",
     "evaluate",
     "filter_victims_with_pdb_violation",
@@ -183,6 +184,8 @@ class PreemptionResult:
     candidate: Candidate | None = None
     nominating: str | None = None
     statuses: dict[str, NodeStatus] = field(default_factory=dict)
+    # Every candidate the dry run found (at most the candidate count per bucket).
+    candidates: list[Candidate] = field(default_factory=list)
 
 
 def candidate_count(profile: Profile, potential: int) -> int:
@@ -295,8 +298,16 @@ def select_victims_on_node(
 
 def pick_one_node(candidates: Sequence[Candidate], now: float | None = None) -> Candidate | None:
     """pickOneNodeForPreemption; victims must be sorted most important first."""
-    if not candidates:
-        return None
+    best = best_candidates(candidates, now)
+    return best[0] if best else None
+
+
+def best_candidates(candidates: Sequence[Candidate], now: float | None = None) -> list[Candidate]:
+    """The candidates pickOneNodeForPreemption cannot tell apart; it takes the first.
+
+    More than one means the choice depends on the order nodes were visited in,
+    which kube-scheduler starts at a random offset.
+    """
     now = time.time() if now is None else now
 
     def latest_start(c: Candidate) -> float:
@@ -312,12 +323,12 @@ def pick_one_node(candidates: Sequence[Candidate], now: float | None = None) -> 
     )
     remaining = list(candidates)
     for score in scores:
+        if len(remaining) <= 1:
+            break
         values = [score(c) for c in remaining]
         best = max(values)
         remaining = [c for c, v in zip(remaining, values, strict=True) if v == best]
-        if len(remaining) == 1:
-            break
-    return remaining[0]
+    return remaining
 
 
 def _terminating_by_preemption(pod: PodInfo) -> bool:
@@ -391,7 +402,7 @@ def evaluate(
         f"preemption: found a potential placement for pod on node {best.node}, "
         f"preempting {len(best.victims)} victims"
     )
-    return PreemptionResult(message, best, best.node, statuses)
+    return PreemptionResult(message, best, best.node, statuses, candidates)
 
 
 def post_filter(

@@ -20,6 +20,7 @@ from podium.preemption import (
     Candidate,
     Nominator,
     Pdb,
+    best_candidates,
     evaluate,
     filter_victims_with_pdb_violation,
     parse_pdb,
@@ -185,6 +186,26 @@ PICK_CASES = [
 def test_pick_one_node(cands: list[tuple[str, list[PodInfo], int]], expected: str) -> None:
     best = pick_one_node([Candidate(n, v, k) for n, v, k in cands], NOW)
     assert best is not None and best.node == expected
+
+
+TIE_CASES = [
+    pytest.param([], [], id="none"),
+    pytest.param([("a", victims((5, T0)), 0)], ["a"], id="one"),
+    pytest.param([("a", victims((5, T0)), 0), ("b", victims((5, T1)), 0)], ["b"], id="decided"),
+    pytest.param(
+        [("a", victims((5, T0)), 0), ("b", victims((5, T0)), 0), ("c", victims((9, T0)), 0)],
+        ["a", "b"],
+        id="tie-left-to-visit-order",
+    ),
+]
+
+
+@pytest.mark.parametrize(("cands", "expected"), TIE_CASES)
+def test_best_candidates_are_the_ties(
+    cands: list[tuple[str, list[PodInfo], int]], expected: list[str]
+) -> None:
+    best = best_candidates([Candidate(n, v, k) for n, v, k in cands], NOW)
+    assert [c.node for c in best] == expected
 
 
 # -- Evaluator ---------------------------------------------------------------------------

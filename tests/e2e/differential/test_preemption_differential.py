@@ -1,0 +1,220 @@
+"""DefaultPreemption, Podium against the real kube-scheduler on the same states.
+
+Each seed builds a few full nodes of bound low-priority pods and one
+high-priority pod that fits nowhere until something is evicted. The same
+state is given to kube-scheduler and then, rebuilt from scratch, to Podium.
+They must agree on whether preemption helps, on the FailedScheduling message
+when it does not, and, wherever Podium's own dry run finds a single best
+candidate, on the victims and the node the pod ends on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from podium.algorithm import Scheduler
+from podium.cache import Cache
+from podium.devcluster.objects import create_nodes, delete_nodes, make_node, make_pod, wait_for
+from podium.objects import parse_node, parse_pod
+from podium.policy import build_profile
+from podium.preemption import best_candidates, evaluate
+from podium.snapshot import Snapshot
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+
+KUBE, PODIUM = "preempt-kube", "preempt-podium"
+PREEMPTOR = "preemptor"
+SETTLE = 0.4
+
+
+@dataclass
+class Case:
+    seed: int
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    pods: list[dict[str, Any]] = field(default_factory=list)
+    preemptor: dict[str, Any] = field(default_factory=dict)
+
+
+def generate(seed: int, prefix: str) -> Case:
+    """2–5 nodes of 2–4 CPU, each filled by bound pods of distinct priorities.
+
+    Distinct priorities per node keep victim selection deterministic: both
+    schedulers sort victims by priority, and pods here never started.
+    """
+    rng = random.Random(seed)
+    case = Case(seed)
+    label = {"diff": prefix}
+    for n in range(rng.randint(2, 5)):
+        name = f"{prefix}-n{n}"
+        cpu = rng.choice([2, 3, 4])
+        case.nodes.append(make_node(name, cpu=str(cpu), memory="8Gi", labels=label))
+        free = cpu * 1000
+        priorities = rng.sample([1, 2, 5, 10, 50, 100, 200, 2000, 5000], k=rng.randint(1, 4))
+        for i, priority in enumerate(priorities):
+            last = i == len(priorities) - 1
+            share = free if last else rng.choice([250, 500, 750, 1000])
+            share = min(share, free)
+            if share <= 0:
+                break
+            free -= share
+            pod = make_pod(
+                f"n{n}-p{i}", cpu=f"{share}m", priority=priority, node_name=name, labels=label
+            )
+            case.pods.append(pod)
+    cpu = rng.choice(["500m", "1", "1500m", "2"])
+    policy = "Never" if rng.random() < 0.1 else None
+    case.preemptor = make_pod(
+        PREEMPTOR,
+        cpu=cpu,
+        priority=1000,
+        node_selector=label,
+        preemption_policy=policy,
+    )
+    return case
+
+
+@dataclass
+class Outcome:
+    node: str = ""
+    victims: list[str] = field(default_factory=list)
+    message: str = ""
+
+
+def _dry_run(case: Case) -> dict[str, Any]:
+    """Podium's own view: does preemption help, and is the best candidate unique?"""
+    cache = Cache()
+    for node in case.nodes:
+        cache.add_node(parse_node(node))
+    for pod in case.pods:
+        body = copy.deepcopy(pod)
+        body["metadata"].update(namespace="x", uid=f"uid-{pod['metadata']['name']}")
+        cache.add_pod(parse_pod(body))
+    snap = Snapshot()
+    snap.update(cache)
+    body = copy.deepcopy(case.preemptor)
+    body["metadata"].update(namespace="x", uid="uid-preemptor")
+    pod = parse_pod(body)
+    profile = build_profile({"percentageOfNodesToScore": 100})
+    placement = Scheduler(random.Random(0)).schedule(profile, snap, pod)
+    if placement.node or placement.diagnosis is None:
+        return {"fits": True}
+    result = evaluate(profile, snap, pod, placement.diagnosis, random.Random(0))
+    best = best_candidates(result.candidates)
+    return {"fits": False, "unique": len(best) == 1, "candidates": len(result.candidates)}
+
+
+async def _names(core: client.CoreV1Api, namespace: str) -> set[str]:
+    raw = await core.list_namespaced_pod(namespace, _preload_content=False)
+    return {p["metadata"]["name"] for p in (await raw.json())["items"]}
+
+
+async def _outcome(core: client.CoreV1Api, namespace: str, case: Case) -> Outcome:
+    """Bound (victims are whoever is gone), or Unschedulable with no nomination."""
+    before = {p["metadata"]["name"] for p in case.pods}
+
+    async def decided() -> Outcome | None:
+        raw = await core.read_namespaced_pod(PREEMPTOR, namespace, _preload_content=False)
+        pod = await raw.json()
+        if pod["spec"].get("nodeName"):
+            gone = sorted(before - await _names(core, namespace))
+            return Outcome(node=pod["spec"]["nodeName"], victims=gone)
+        if pod["status"].get("nominatedNodeName"):
+            return None  # victims are on their way out
+        for cond in pod["status"].get("conditions") or []:
+            message = cond.get("message", "")
+            if (
+                cond["type"] == "PodScheduled"
+                and cond.get("reason") == "Unschedulable"
+                and "preemption: found a potential placement" not in message
+            ):
+                return Outcome(message=message)
+        return None
+
+    return await wait_for(decided, timeout=60, interval=0.1, message="preemption outcome")
+
+
+async def _run_one(
+    api: ApiClient, core: client.CoreV1Api, namespace: str, case: Case, scheduler: str
+) -> Outcome:
+    names = [n["metadata"]["name"] for n in case.nodes]
+    await create_nodes(api, case.nodes)
+    try:
+        for pod in case.pods:
+            await core.create_namespaced_pod(namespace, cast(Any, pod))
+        await asyncio.sleep(SETTLE)
+        body = copy.deepcopy(case.preemptor)
+        body["spec"]["schedulerName"] = scheduler
+        await core.create_namespaced_pod(namespace, cast(Any, body))
+        return await _outcome(core, namespace, case)
+    finally:
+        await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        await wait_for(lambda: _empty(core, namespace), timeout=30, message="pods gone")
+        await delete_nodes(api, names)
+        await asyncio.sleep(SETTLE)
+
+
+async def _empty(core: client.CoreV1Api, namespace: str) -> bool:
+    return not await _names(core, namespace)
+
+
+async def test_preemption_agrees_with_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    kube_scheduler: Any,
+    podium: Any,
+    pytestconfig: pytest.Config,
+    tmp_path: Path,
+) -> None:
+    core = client.CoreV1Api(api_client)
+    await kube_scheduler(KUBE, percentage_of_nodes_to_score=100)
+    await podium("--scheduler-name", PODIUM)
+    count = max(10, int(pytestconfig.getoption("--scenarios")) // 5)
+    results = []
+    for seed in range(count):
+        case = generate(seed, prefix=f"{namespace[:20]}-p{seed}")
+        view = _dry_run(case)
+        kube = await _run_one(api_client, core, namespace, case, KUBE)
+        mine = await _run_one(api_client, core, namespace, case, PODIUM)
+        result: dict[str, Any] = {
+            "seed": seed,
+            "kube": kube.__dict__,
+            "podium": mine.__dict__,
+            **view,
+        }
+        if bool(kube.node) != bool(mine.node):
+            result["disagree"] = "preempted or not"
+        elif not kube.node and kube.message != mine.message:
+            result["disagree"] = "message"
+        elif (
+            kube.node
+            and view.get("unique")
+            and (kube.node, kube.victims)
+            != (
+                mine.node,
+                mine.victims,
+            )
+        ):
+            result["disagree"] = "victims or node"
+        results.append(result)
+    report = tmp_path / "preemption-differential.json"
+    report.write_text(json.dumps(results, indent=1))
+    bad = [r for r in results if "disagree" in r]
+    preempted = sum(1 for r in results if r["kube"]["node"])
+    compared = sum(1 for r in results if r["kube"]["node"] and r.get("unique"))
+    summary = (
+        f"{len(results) - len(bad)}/{len(results)} preemption scenarios agree; "
+        f"{preempted} preempted, {compared} with a unique best candidate compared on "
+        f"victims and node, {len(results) - preempted} messages compared (report: {report})"
+    )
+    print(summary)
+    assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
