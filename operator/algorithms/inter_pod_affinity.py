@@ -65,6 +65,7 @@ REASON_AFFINITY = "node(s) didn't match pod affinity rules"
 REASON_ANTI = "node(s) didn't match pod anti-affinity rules"
 
 T = TypeVar("T")
+_MAX_INTERNED = 10_000
 _CONTROLLERS = frozenset(
     {("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")}
 )
@@ -236,6 +237,9 @@ class PodIndex:
         self.affinity: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
         self.anti: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
         self.stamp: tuple[int, int, int] | None = None
+        # Pods of one controller carry equal terms; sharing one object per distinct
+        # value lets a cycle judge each distinct term list against its pod once.
+        self._interned: dict[PodAffinity, PodAffinity] = {}
 
     def refresh(self, snapshot: Snapshot) -> None:
         for name, old, new in self.tracker.changes(snapshot, snapshot.pods):
@@ -268,10 +272,15 @@ class PodIndex:
                 if value is not None:
                     self._put(table, value, name, pod)
             if has_pod_affinity(pod):
-                parsed = parse_pod_affinity(pod)
+                parsed = self.intern(parse_pod_affinity(pod))
                 self.affinity.setdefault(name, []).append((pod, parsed))
                 if parsed.required_anti:
                     self.anti.setdefault(name, []).append((pod, parsed))
+
+    def intern(self, parsed: PodAffinity) -> PodAffinity:
+        if len(self._interned) > _MAX_INTERNED:
+            self._interned.clear()  # objects still in use keep working, just unshared
+        return self._interned.setdefault(parsed, parsed)
 
     def _drop(self, name: str, pods: dict[str, PodInfo]) -> None:
         for pod in pods.values():
@@ -352,9 +361,23 @@ def pod_index(snapshot: Snapshot) -> PodIndex:
     return index
 
 
+def exact_lookup(selector: Selector) -> bool:
+    """Whether PodIndex.candidates() yields exactly the pods ``selector`` matches.
+
+    True for one In or Exists requirement: the index lookup is that requirement.
+    """
+    requirements = selector.requirements
+    return (
+        requirements is not None and len(requirements) == 1 and requirements[0].op in (IN, EXISTS)
+    )
+
+
 def term_candidates(index: PodIndex, term: AffinityTerm) -> Iterator[tuple[int, PodInfo]]:
     """Existing pods matching an incoming (namespace-merged) term, with their rows."""
     namespaces = None if term.ns_selector.empty else term.namespaces
+    if exact_lookup(term.selector):
+        yield from index.candidates(term.selector, namespaces)
+        return
     for row, pod in index.candidates(term.selector, namespaces):
         if term.matches(pod, {}):
             yield row, pod
@@ -444,12 +467,18 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         anti = tuple(merge_namespaces(t, snap) for t in parsed.required_anti)
         index = pod_index(snap)
         existing: Counter[Pair] = Counter()
+        hits: dict[int, list[str]] = {}  # id(interned terms) -> keys of terms matching pod
         for row, entries in index.rows(index.anti):
             labels = snap.nodes[row].labels
             for _, other in entries:
-                for term in other.required_anti:
-                    if term.topology_key in labels and term.matches(pod, ns_labels):
-                        existing[(term.topology_key, labels[term.topology_key])] += 1
+                keys = hits.get(id(other))
+                if keys is None:
+                    keys = hits[id(other)] = [
+                        t.topology_key for t in other.required_anti if t.matches(pod, ns_labels)
+                    ]
+                for key in keys:
+                    if key in labels:
+                        existing[(key, labels[key])] += 1
         affinity_counts: Counter[Pair] = Counter()
         if affinity:
             for row, candidate in term_candidates(index, affinity[0]):
@@ -602,25 +631,40 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
                 labels = snap.nodes[row].labels
                 if term.topology_key in labels:
                     add(term.topology_key, labels[term.topology_key], weighted.weight * sign)
+        weights: dict[int, list[tuple[str, int]]] = {}  # id(interned terms) -> (key, amount)
         for row, entries in index.rows(index.affinity):
             labels = snap.nodes[row].labels
             if not labels:
                 continue
             for _, other in entries:
-                if self.hard_weight > 0:
-                    for term in other.required:
-                        if term.topology_key in labels and term.matches(pod, ns_labels):
-                            add(term.topology_key, labels[term.topology_key], self.hard_weight)
-                for weighted, sign in [(w, 1) for w in other.preferred] + [
-                    (w, -1) for w in other.preferred_anti
-                ]:
-                    term = weighted.term
-                    if term.topology_key in labels and term.matches(pod, ns_labels):
-                        add(term.topology_key, labels[term.topology_key], weighted.weight * sign)
+                amounts = weights.get(id(other))
+                if amounts is None:
+                    amounts = weights[id(other)] = self._existing_weights(other, pod, ns_labels)
+                for key, amount in amounts:
+                    if key in labels:
+                        add(key, labels[key], amount)
         if not topology:
             return False
         cycle.state["InterPodAffinity/score"] = _ScoreState(topology)
         return True
+
+    def _existing_weights(
+        self, other: PodAffinity, pod: PodInfo, ns_labels: Mapping[str, str]
+    ) -> list[tuple[str, int]]:
+        """What an existing pod's terms add to the incoming pod's score, per topology key."""
+        out: list[tuple[str, int]] = []
+        if self.hard_weight > 0:
+            out += [
+                (t.topology_key, self.hard_weight)
+                for t in other.required
+                if t.matches(pod, ns_labels)
+            ]
+        for weighted, sign in [(w, 1) for w in other.preferred] + [
+            (w, -1) for w in other.preferred_anti
+        ]:
+            if weighted.term.matches(pod, ns_labels):
+                out.append((weighted.term.topology_key, weighted.weight * sign))
+        return out
 
     def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
         out = np.zeros(len(nodes), dtype=np.int64)
@@ -652,6 +696,7 @@ __all__ = [
     "PodAffinity",
     "PodIndex",
     "controller_owner",
+    "exact_lookup",
     "merge_namespaces",
     "parse_pod_affinity",
     "pod_index",

@@ -33,7 +33,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from podium.algorithms import register
-from podium.algorithms.inter_pod_affinity import controller_owner, pod_index
+from podium.algorithms.inter_pod_affinity import controller_owner, exact_lookup, pod_index
 from podium.algorithms.node_affinity import (
     LabelCodes,
     Selector,
@@ -284,9 +284,14 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             for row, pods in index.rows(index.by_owner.get(c.owner, {})):
                 counts[row] = sum(1 for p in pods if not p.deleting and p.namespace == ns)
         elif not c.selector.empty:
-            for row, pod in index.candidates(c.selector, frozenset((ns,))):
-                if not pod.deleting and c.selector.matches(pod.labels):
-                    counts[row] += 1
+            exact = exact_lookup(c.selector)
+            rows = [
+                row
+                for row, pod in index.candidates(c.selector, frozenset((ns,)))
+                if not pod.deleting and (exact or c.selector.matches(pod.labels))
+            ]
+            if rows:
+                counts = np.bincount(rows, minlength=len(snap)).astype(np.int64)
         memo[key] = counts
         return counts
 
