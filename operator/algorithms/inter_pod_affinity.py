@@ -481,8 +481,9 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
                         existing[(key, labels[key])] += 1
         affinity_counts: Counter[Pair] = Counter()
         if affinity:
+            rest = affinity[1:]  # term_candidates already matched the first
             for row, candidate in term_candidates(index, affinity[0]):
-                if _matches_all(affinity, candidate):
+                if not rest or _matches_all(rest, candidate):
                     labels = snap.nodes[row].labels
                     for term in affinity:
                         if term.topology_key in labels:
@@ -616,21 +617,17 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         if self.ignore_existing_preferred and not has_constraints:
             return False
         ns_labels = snap.namespace_labels.get(pod.namespace, {})
-        topology: dict[str, dict[str, int]] = {}
-
-        def add(key: str, value: str, amount: int) -> None:
-            values = topology.setdefault(key, {})
-            values[value] = values.get(value, 0) + amount
-
+        totals: Counter[Pair] = Counter()
         index = pod_index(snap)
         for weighted, sign in [(w, 1) for w in parsed.preferred] + [
             (w, -1) for w in parsed.preferred_anti
         ]:
             term = merge_namespaces(weighted.term, snap)
+            key, amount = term.topology_key, weighted.weight * sign
             for row, _ in term_candidates(index, term):
-                labels = snap.nodes[row].labels
-                if term.topology_key in labels:
-                    add(term.topology_key, labels[term.topology_key], weighted.weight * sign)
+                value = snap.nodes[row].labels.get(key)
+                if value is not None:
+                    totals[(key, value)] += amount
         weights: dict[int, list[tuple[str, int]]] = {}  # id(interned terms) -> (key, amount)
         for row, entries in index.rows(index.affinity):
             labels = snap.nodes[row].labels
@@ -641,11 +638,12 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
                 if amounts is None:
                     amounts = weights[id(other)] = self._existing_weights(other, pod, ns_labels)
                 for key, amount in amounts:
-                    if key in labels:
-                        add(key, labels[key], amount)
-        if not topology:
+                    value = labels.get(key)
+                    if value is not None:
+                        totals[(key, value)] += amount
+        if not totals:
             return False
-        cycle.state["InterPodAffinity/score"] = _ScoreState(topology)
+        cycle.state["InterPodAffinity/score"] = _ScoreState(_by_key(totals))
         return True
 
     def _existing_weights(
