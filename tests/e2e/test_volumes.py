@@ -1,0 +1,226 @@
+"""Volume-aware scheduling on the real API server: PVs, PVCs, StorageClasses, CSINodes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from podium.devcluster.objects import create_pod, make_node, make_pod, pod_events, wait_for
+
+from .storage import (
+    HOSTNAME,
+    ZONE,
+    Storage,
+    claim_volume,
+    make_csinode,
+    make_pv,
+    make_pvc,
+    make_storage_class,
+    node_affinity,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def storage(api_client: ApiClient, namespace: str) -> AsyncIterator[Storage]:
+    made = Storage(api_client, namespace)
+    yield made
+    await made.cleanup()
+
+
+def pod_with(name: str, *claims: str, node_name: str | None = None) -> dict[str, Any]:
+    body = make_pod(name, cpu="100m", node_name=node_name)
+    body["spec"]["volumes"] = [claim_volume(c, f"v{i}") for i, c in enumerate(claims)]
+    return body
+
+
+async def node_of(api: ApiClient, namespace: str, name: str) -> str:
+    pod = await client.CoreV1Api(api).read_namespaced_pod(name, namespace)
+    return str(pod.spec.node_name or "")
+
+
+async def failure(api: ApiClient, namespace: str, name: str) -> str:
+    async def first() -> str:
+        events = await pod_events(api, namespace, name, "FailedScheduling")
+        return str(events[-1].message) if events else ""
+
+    return await wait_for(first, timeout=30, interval=0.2, message=f"FailedScheduling for {name}")
+
+
+async def test_wait_for_first_consumer_binds_the_local_pv_on_its_node(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    _, b = await node_factory([make_node(f"{namespace}-a"), make_node(f"{namespace}-b")])
+    sc = f"{namespace}-local"
+    await storage.storage_class(make_storage_class(sc))
+    await storage.pv(
+        make_pv(f"{namespace}-pv-small", sc, "1Gi", affinity=node_affinity(HOSTNAME, [b]))
+    )
+    await storage.pv(
+        make_pv(f"{namespace}-pv-big", sc, "5Gi", affinity=node_affinity(HOSTNAME, [b]))
+    )
+    await storage.pvc(make_pvc("data", sc, "1Gi"))
+    await podium()
+    await create_pod(api_client, namespace, pod_with("p", "data"))
+
+    placed = await wait_for(
+        lambda: node_of(api_client, namespace, "p"), timeout=30, message="pod bound"
+    )
+    assert placed == b
+    claim = await storage.read_pvc("data")
+    pv = await storage.read_pv(f"{namespace}-pv-small")
+    assert (claim["spec"]["volumeName"], claim["status"]["phase"]) == (
+        pv["metadata"]["name"],
+        "Bound",
+    )
+    assert claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+    assert (pv["spec"]["claimRef"]["name"], pv["spec"]["claimRef"]["uid"]) == (
+        "data",
+        claim["metadata"]["uid"],
+    )
+    assert pv["status"]["phase"] == "Bound"
+    big = await storage.read_pv(f"{namespace}-pv-big")
+    assert "claimRef" not in big["spec"]
+
+
+async def test_two_pods_never_take_the_same_pv(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    await node_factory([make_node(f"{namespace}-a")])
+    sc = f"{namespace}-local"
+    await storage.storage_class(make_storage_class(sc))
+    await storage.pv(make_pv(f"{namespace}-pv", sc, "1Gi"))
+    await storage.pvc(make_pvc("c1", sc))
+    await storage.pvc(make_pvc("c2", sc))
+    await podium()
+    await create_pod(api_client, namespace, pod_with("p1", "c1"))
+    await create_pod(api_client, namespace, pod_with("p2", "c2"))
+
+    async def one_bound() -> list[str]:
+        nodes = [await node_of(api_client, namespace, p) for p in ("p1", "p2")]
+        return [n for n in nodes if n]
+
+    await wait_for(one_bound, timeout=30, message="one pod bound")
+    loser = "p2" if await node_of(api_client, namespace, "p1") else "p1"
+    assert await failure(api_client, namespace, loser) == (
+        "0/1 nodes are available: 1 node(s) didn't find available persistent volumes to bind. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
+    assert len(await one_bound()) == 1
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param(
+            "node-affinity",
+            "0/2 nodes are available: 2 node(s) had volume node affinity conflict. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            id="bound-pv-node-affinity",
+        ),
+        pytest.param(
+            "zone",
+            "0/2 nodes are available: 2 node(s) had no available volume zone. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            id="bound-pv-zone-label",
+        ),
+        pytest.param(
+            "immediate",
+            "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            id="unbound-immediate-claim",
+        ),
+        pytest.param(
+            "missing",
+            '0/2 nodes are available: persistentvolumeclaim "data" not found. '
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            id="missing-claim",
+        ),
+    ],
+)
+async def test_volume_rejections_name_kube_scheduler_reasons(
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    storage: Storage,
+    case: str,
+    expected: str,
+) -> None:
+    labels = {ZONE: "z1"}
+    await node_factory(
+        [make_node(f"{namespace}-a", labels=labels), make_node(f"{namespace}-b", labels=labels)]
+    )
+    sc = f"{namespace}-sc"
+    pv = f"{namespace}-pv"
+    if case == "node-affinity":
+        await storage.storage_class(make_storage_class(sc))
+        await storage.pv(
+            make_pv(pv, sc, affinity=node_affinity(ZONE, ["z9"]), claim=(namespace, "data")),
+            "Bound",
+        )
+        await storage.pvc(make_pvc("data", sc, volume_name=pv))
+    elif case == "zone":
+        await storage.storage_class(make_storage_class(sc))
+        await storage.pv(make_pv(pv, sc, labels={ZONE: "z2"}, claim=(namespace, "data")), "Bound")
+        await storage.pvc(make_pvc("data", sc, volume_name=pv))
+    elif case == "immediate":
+        await storage.storage_class(make_storage_class(sc, mode="Immediate"))
+        await storage.pvc(make_pvc("data", sc))
+    await podium()
+    await create_pod(api_client, namespace, pod_with("p", "data"))
+    assert await failure(api_client, namespace, "p") == expected
+
+
+async def test_csi_volume_limit_counts_volumes_already_on_the_node(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    (a,) = await node_factory([make_node(f"{namespace}-a")])
+    sc = f"{namespace}-csi"
+    driver = "csi.podium.dev"
+    await storage.storage_class(make_storage_class(sc, mode="Immediate", provisioner=driver))
+    await storage.csinode(make_csinode(a, {driver: 1}))
+    for i in (1, 2):
+        name = f"{namespace}-pv{i}"
+        await storage.pv(
+            make_pv(name, sc, csi=(driver, f"h{i}"), claim=(namespace, f"c{i}")), "Bound"
+        )
+        await storage.pvc(make_pvc(f"c{i}", sc, volume_name=name))
+    await create_pod(api_client, namespace, pod_with("running", "c1", node_name=a))
+    await podium()
+    await create_pod(api_client, namespace, pod_with("p", "c2"))
+    message = await failure(api_client, namespace, "p")
+    assert message.startswith("0/1 nodes are available: 1 node(s) exceed max volume count.")
+    # A second pod on the same claim shares the attached volume and fits.
+    await create_pod(api_client, namespace, pod_with("same", "c1"))
+    placed = await wait_for(
+        lambda: node_of(api_client, namespace, "same"), timeout=30, message="pod bound"
+    )
+    assert placed == a
+
+
+async def test_read_write_once_pod_claim_in_use_rejects_every_node(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    a, _ = await node_factory([make_node(f"{namespace}-a"), make_node(f"{namespace}-b")])
+    sc = f"{namespace}-sc"
+    pv = f"{namespace}-pv"
+    await storage.storage_class(make_storage_class(sc))
+    await storage.pv(
+        make_pv(pv, sc, modes=["ReadWriteOncePod"], claim=(namespace, "data")), "Bound"
+    )
+    await storage.pvc(make_pvc("data", sc, modes=["ReadWriteOncePod"], volume_name=pv))
+    await create_pod(api_client, namespace, pod_with("holder", "data", node_name=a))
+    await podium()
+    await create_pod(api_client, namespace, pod_with("p", "data"))
+    message = await failure(api_client, namespace, "p")
+    assert message.startswith(
+        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
+        "name and ReadWriteOncePod access mode."
+    )
