@@ -22,8 +22,11 @@ from podium.algorithms.no_disk_conflict import NoDiskConflict
 from podium.framework import ClusterEvent, Cycle, IndexArray, PreFilterResult, Rejection
 
 RWOP = "ReadWriteOncePod"
+# The v1.37 binary's wording (older releases said "node has pod using
+# PersistentVolumeClaim with the same name and ReadWriteOncePod access mode").
 RWOP_REASON = (
-    "node has pod using PersistentVolumeClaim with the same name and ReadWriteOncePod access mode"
+    "node(s) unavailable due to PersistentVolumeClaim with ReadWriteOncePod access mode "
+    "already in-use by another pod"
 )
 _STATE = "VolumeRestrictions/rwop"
 

@@ -132,14 +132,12 @@ async def test_two_pods_never_take_the_same_pv(
         ),
         pytest.param(
             "immediate",
-            "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. "
-            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            "0/2 nodes are available: pod has unbound immediate PersistentVolumeClaims. not found",
             id="unbound-immediate-claim",
         ),
         pytest.param(
             "missing",
-            '0/2 nodes are available: persistentvolumeclaim "data" not found. '
-            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
+            '0/2 nodes are available: persistentvolumeclaim "data" not found. not found',
             id="missing-claim",
         ),
     ],
@@ -221,6 +219,6 @@ async def test_read_write_once_pod_claim_in_use_rejects_every_node(
     await create_pod(api_client, namespace, pod_with("p", "data"))
     message = await failure(api_client, namespace, "p")
     assert message.startswith(
-        "0/2 nodes are available: 2 node has pod using PersistentVolumeClaim with the same "
-        "name and ReadWriteOncePod access mode."
+        "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with "
+        "ReadWriteOncePod access mode already in-use by another pod."
     )
