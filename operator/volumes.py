@@ -45,7 +45,6 @@ BIND_COMPLETED = "pv.kubernetes.io/bind-completed"
 BOUND_BY_CONTROLLER = "pv.kubernetes.io/bound-by-controller"
 SELECTED_NODE = "volume.kubernetes.io/selected-node"
 WAIT_FOR_FIRST_CONSUMER = "WaitForFirstConsumer"
-HOSTNAME = "kubernetes.io/hostname"
 
 
 def _dict(value: object) -> Mapping[str, Any]:
@@ -99,22 +98,6 @@ class PersistentVolume:
         if self.node_terms is None:
             return True
         return any(_term_matches_labels(t, labels) for t in self.node_terms)
-
-    def hostname_nodes(self) -> frozenset[str]:
-        """GetLocalPersistentVolumeNodeNames: hostname In values, intersected per term."""
-        required = _dict(_dict(_dict(self.raw.get("spec")).get("nodeAffinity")).get("required"))
-        result: set[str] = set()
-        terms = required.get("nodeSelectorTerms")
-        for term in terms if isinstance(terms, list) else []:
-            nodes: set[str] | None = None
-            expressions = _dict(term).get("matchExpressions")
-            for expr in expressions if isinstance(expressions, list) else []:
-                expr = _dict(expr)
-                if expr.get("key") == HOSTNAME and expr.get("operator") == "In":
-                    values = set(_strs(expr.get("values")))
-                    nodes = values if nodes is None else nodes & values
-            result |= nodes or set()
-        return frozenset(result)
 
     def bound_to(self, claim: PersistentVolumeClaim) -> bool:
         """IsVolumeBoundToClaim: the claimRef names the claim (and its uid, if set)."""

@@ -4,8 +4,9 @@ kube-scheduler's volumebinding plugin, minus CSIStorageCapacity:
 
 - PreFilter rejects the pod (unresolvable) for a missing, lost or deleting
   claim and for an unbound claim whose class binds Immediately (the PV
-  controller, not the scheduler, binds those); bound local PVs (hostname
-  node affinity) restrict the nodes to evaluate.
+  controller, not the scheduler, binds those). The v1.37 binary no longer
+  narrows the nodes to a bound local PV's hostnames in PreFilter: every
+  node is filtered and the others report the node-affinity reason.
 - Filter, per node: every bound claim's PV must accept the node's labels;
   every WaitForFirstConsumer claim needs an Available PV of its class with
   the access modes, volume mode, selector and size, whose node affinity
@@ -58,7 +59,8 @@ __all__ = [
     "pod_volume_claims",
 ]
 
-NODE_CONFLICT = "node(s) had volume node affinity conflict"
+# The v1.37 binary's wording (older releases: "node(s) had volume node affinity conflict").
+NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
 BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 PV_NOT_EXIST = "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
@@ -122,21 +124,6 @@ def pod_volume_claims(store: VolumeStore, pod: PodInfo) -> PodClaims | str | Non
             continue
         claims.immediate.append(claim)  # prebound claims wait for the PV controller too
     return claims
-
-
-def eligible_nodes(
-    store: VolumeStore, bound: Sequence[PersistentVolumeClaim]
-) -> frozenset[str] | None:
-    """GetEligibleNodes: the nodes bound local PVs pin the pod to (None: no restriction)."""
-    eligible: frozenset[str] | None = None
-    for claim in bound:
-        pv = store.pv(claim.volume_name)
-        if pv is None:
-            return None
-        names = pv.hostname_nodes()
-        if names:
-            eligible = names if eligible is None else eligible & names
-    return eligible
 
 
 def _access_ok(claim: PersistentVolumeClaim, pv: PersistentVolume) -> bool:
@@ -275,8 +262,7 @@ class VolumeBinding(FilterPlugin, ScorePlugin):
             return None
         if claims.immediate:
             return PreFilterResult(reject=IMMEDIATE)
-        names = eligible_nodes(cycle.snapshot.volumes, claims.bound)
-        return PreFilterResult(node_names=names) if names is not None else None
+        return None
 
     def _node(self, cycle: Cycle, row: int) -> NodeVolumes:
         memo: dict[int, NodeVolumes] = cycle.state[_NODES]

@@ -120,7 +120,7 @@ async def test_two_pods_never_take_the_same_pv(
     [
         pytest.param(
             "node-affinity",
-            "0/2 nodes are available: 2 node(s) had volume node affinity conflict. "
+            "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity. "
             "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling.",
             id="bound-pv-node-affinity",
         ),
