@@ -114,7 +114,7 @@ class VolumeBinder:
                     "persistentvolumeclaims", await self.client.patch(path, body, "merge-patch")
                 )
         except ApiError as exc:
-            return f"binding volumes: {exc.status} {exc.reason}"
+            return f"binding volumes: {exc}"
         finally:
             self.revert(plan)
         try:

@@ -222,3 +222,93 @@ async def test_read_write_once_pod_claim_in_use_rejects_every_node(
         "0/2 nodes are available: 2 node(s) unavailable due to PersistentVolumeClaim with "
         "ReadWriteOncePod access mode already in-use by another pod."
     )
+
+
+DENY = "podium.dev/deny-bind"
+
+
+def _deny_policy(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy that refuses to set claimRef on PVs labelled DENY."""
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": {
+            "failurePolicy": "Fail",
+            "matchConstraints": {
+                "resourceRules": [
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["UPDATE"],
+                        "resources": ["persistentvolumes"],
+                    }
+                ]
+            },
+            "matchConditions": [
+                {
+                    "name": "labelled",
+                    "expression": (
+                        f"has(object.metadata.labels) && '{DENY}' in object.metadata.labels"
+                    ),
+                }
+            ],
+            "validations": [
+                {"expression": "!has(object.spec.claimRef)", "message": "binding denied by test"}
+            ],
+        },
+    }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": {"policyName": name, "validationActions": ["Deny"]},
+    }
+    return policy, binding
+
+
+async def test_a_failed_pv_write_is_rolled_back_and_retried(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    (a,) = await node_factory([make_node(f"{namespace}-a")])
+    sc = f"{namespace}-local"
+    pv_name = f"{namespace}-pv"
+    await storage.storage_class(make_storage_class(sc))
+    await storage.pv(make_pv(pv_name, sc, labels={DENY: "yes"}))
+    await storage.pvc(make_pvc("data", sc))
+    admission = client.AdmissionregistrationV1Api(api_client)
+    policy, binding = _deny_policy(f"{namespace}-deny")
+    await admission.create_validating_admission_policy(policy)
+    await admission.create_validating_admission_policy_binding(binding)
+    try:
+
+        async def denied() -> bool:
+            body = {"spec": {"claimRef": {"namespace": namespace, "name": "data"}}}
+            try:
+                await storage.core.patch_persistent_volume(pv_name, body, dry_run="All")
+            except client.ApiException:
+                return True
+            return False
+
+        await wait_for(denied, timeout=30, interval=0.5, message="admission policy active")
+        await podium()
+        await create_pod(api_client, namespace, pod_with("p", "data"))
+
+        async def write_failed() -> str:
+            events = await pod_events(api_client, namespace, "p", "FailedScheduling")
+            return next((e.message for e in events if "binding volumes" in e.message), "")
+
+        message = await wait_for(write_failed, timeout=30, message="failed PV write reported")
+        assert "binding denied by test" in message
+        assert await node_of(api_client, namespace, "p") == ""
+        assert "claimRef" not in (await storage.read_pv(pv_name))["spec"]
+        # Lift the refusal: the PV event requeues the pod and the bind goes through.
+        await storage.core.patch_persistent_volume(pv_name, {"metadata": {"labels": {DENY: None}}})
+        placed = await wait_for(
+            lambda: node_of(api_client, namespace, "p"), timeout=30, message="pod bound"
+        )
+        assert placed == a
+        assert (await storage.read_pvc("data"))["spec"]["volumeName"] == pv_name
+    finally:
+        await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        await admission.delete_validating_admission_policy(policy["metadata"]["name"])
