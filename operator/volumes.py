@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KINDS",
+    "OBJECT_KINDS",
     "CSINode",
     "ClaimRef",
     "PersistentVolume",
@@ -38,6 +39,14 @@ KINDS: dict[str, str] = {
     "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
     "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
     "csinodes": "/apis/storage.k8s.io/v1/csinodes",
+}
+
+# Object kind -> store kind, for snapshot files (simulate) and listed objects (explain).
+OBJECT_KINDS: dict[str, str] = {
+    "PersistentVolume": "persistentvolumes",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "StorageClass": "storageclasses",
+    "CSINode": "csinodes",
 }
 
 BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
@@ -358,6 +367,13 @@ class VolumeStore:
         if changed:
             self.version += 1
         return changed
+
+    def load(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        """Storage objects with a ``kind`` (other kinds are ignored), as if listed."""
+        for doc in docs:
+            kind = OBJECT_KINDS.get(str(doc.get("kind") or ""))
+            if kind is not None:
+                self.apply(kind, None, doc)
 
     def _table(self, kind: str) -> dict[str, Any]:
         tables: dict[str, dict[str, Any]] = {
