@@ -23,6 +23,7 @@ from .storage import (
     make_storage_class,
     node_affinity,
 )
+from .test_policy import GROUP, PLURAL, VERSION, _condition, _policy, crd  # noqa: F401
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -312,3 +313,54 @@ async def test_a_failed_pv_write_is_rolled_back_and_retried(
     finally:
         await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
         await admission.delete_validating_admission_policy(policy["metadata"]["name"])
+
+
+@pytest.mark.usefixtures("crd")
+async def test_a_claim_left_to_a_provisioner_times_out_after_bind_timeout(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    """No provisioner acts: PreBind marks the selected node, waits bindTimeoutSeconds, fails."""
+    (a,) = await node_factory([make_node(f"{namespace}-a")])
+    sched = f"{namespace}-vt"[:63]
+    sc = f"{namespace}-dyn"
+    await storage.storage_class(make_storage_class(sc, provisioner="example.com/never"))
+    await storage.pvc(make_pvc("data", sc))
+    await client.CustomObjectsApi(api_client).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SchedulerPolicy",
+            "metadata": {"name": sched},
+            "spec": {
+                "schedulerName": sched,
+                "pluginArgs": {"volumeBinding": {"bindTimeoutSeconds": 2}},
+            },
+        },
+    )
+    try:
+        await podium()
+        body = pod_with("p", "data")
+        body["spec"]["schedulerName"] = sched
+
+        async def accepted() -> bool:
+            policy = await _policy(api_client, sched)
+            return _condition(policy, "Accepted").get("status") == "True"
+
+        await wait_for(accepted, timeout=20, message="policy accepted")
+        await create_pod(api_client, namespace, body)
+
+        async def timed_out() -> str:
+            events = await pod_events(api_client, namespace, "p", "FailedScheduling")
+            return next((e.message for e in events if "binding volumes" in e.message), "")
+
+        message = await wait_for(timed_out, timeout=30, message="bind timeout reported")
+        assert message == "binding volumes: context deadline exceeded"
+        claim = await storage.read_pvc("data")
+        assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == a
+        assert await node_of(api_client, namespace, "p") == ""
+    finally:
+        await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
+            GROUP, VERSION, PLURAL, sched
+        )
