@@ -8,7 +8,8 @@ writes the chosen PV's claimRef in PreBind and waits. Its decision is then
 read from that write (the PV it chose) or from the pod's nominatedNodeName;
 Podium's from the bound pod and the claims' volumeName. Both must agree on
 schedulability, on the FailedScheduling message byte for byte, on the PVs
-chosen, and on the node where Podium's own scoring has a unique best node.
+chosen on the same node, and on the node where Podium's own scoring has a unique
+best node.
 """
 
 from __future__ import annotations
@@ -200,7 +201,8 @@ async def _run(
         result["disagree"] = "schedulability"
     elif not mine["node"] and kube["message"] != mine["message"]:
         result["disagree"] = "message"
-    elif kube["pvs"] != mine["pvs"]:
+    elif kube["pvs"] != mine["pvs"] and (best or kube["node"] == mine["node"]):
+        # PVs follow the node: on a tied top the two may rightly pick different nodes.
         result["disagree"] = "pvs"
     elif kube["node"] and best and kube["node"] != mine["node"]:
         result["disagree"] = "node"
