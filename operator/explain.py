@@ -50,6 +50,8 @@ from podium.preemption import post_filter
 from podium.profile import Profile
 from podium.simulate import SimulateError, load_policy, profile_from_policy
 from podium.snapshot import Snapshot
+from podium.volumes import KINDS as VOLUME_PATHS
+from podium.volumes import OBJECT_KINDS
 
 __all__ = [
     "ClusterState",
@@ -680,6 +682,8 @@ class ClusterState:
     policies: list[dict[str, Any]] | None  # None: the CRD is not installed
     namespace_labels: dict[str, dict[str, str]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    # PVs, PVCs, StorageClasses and CSINodes, each with its kind set.
+    storage: list[dict[str, Any]] = field(default_factory=list)
 
 
 def snapshot_from(
@@ -772,6 +776,12 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
             state.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
     except ApiError as exc:
         state.notes.append(f"cannot list namespaces ({exc}); namespaceSelectors see no labels")
+    for kind, store_kind in OBJECT_KINDS.items():
+        try:
+            items = await _list(client, VOLUME_PATHS[store_kind])
+            state.storage.extend({**item, "kind": kind} for item in items)
+        except ApiError as exc:
+            state.notes.append(f"cannot list {kind} objects ({exc}); volume plugins see none")
     return state
 
 
@@ -807,6 +817,7 @@ def explain_state(
             profile_note = why
     cache, snapshot = snapshot_from(state.nodes, state.pods, exclude_uid=pod.uid)
     snapshot.namespace_labels = dict(state.namespace_labels)
+    snapshot.volumes.load(state.storage)
     out = explain_pod(profile, snapshot, pod, cache, details_for=details_for)
     out.profile = profile_note
     out.notes = notes + out.notes

@@ -70,6 +70,10 @@ NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NEVER = "not eligible due to preemptionPolicy=Never."
 TERMINATING = "not eligible due to a terminating pod on the nominated node."
+# kube-scheduler runs DynamicResources' PostFilter before DefaultPreemption. After a
+# PreFilter rejection its PreFilter never ran, so it fails reading its cycle state
+# (framework.ErrNotFound) and that error ends the message; no preemption is tried.
+PREFILTER_REJECTED = "not found"
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 
@@ -350,6 +354,8 @@ def evaluate(
     nominated_node: str = "",
 ) -> PreemptionResult:
     """Evaluator.Preempt without actuation: the candidate and the "preemption: ..." message."""
+    if diagnosis.prefilter_msg:
+        return PreemptionResult(PREFILTER_REJECTED)
     if pod.preemption_policy == "Never":
         return PreemptionResult("preemption: " + NEVER)
     nominated_node = nominated_node or pod.nominated_node

@@ -38,6 +38,7 @@ DEFAULT_SCORES: tuple[tuple[str, int], ...] = (
     ("NodeResourcesFit", 1),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
+    ("VolumeBinding", 1),
 )
 
 

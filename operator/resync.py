@@ -24,13 +24,14 @@ from typing import Any
 import structlog
 
 from podium.kube import KubeClient
+from podium.volumes import KINDS as VOLUME_KINDS
 
 __all__ = ["ResyncSettings", "Resyncer", "stale_keys"]
 
 log = structlog.get_logger("podium.resync")
 
 # The kinds whose cached state a relist can leave stale, and where to LIST them.
-_PATHS: dict[str, str] = {"pods": "/api/v1/pods", "nodes": "/api/v1/nodes"}
+_PATHS: dict[str, str] = {"pods": "/api/v1/pods", "nodes": "/api/v1/nodes", **VOLUME_KINDS}
 
 
 @dataclass(slots=True)
@@ -149,4 +150,6 @@ class Resyncer:
 
 def _key(kind: str, item: Mapping[str, Any]) -> str:
     meta = item.get("metadata") or {}
+    if kind == "persistentvolumeclaims":
+        return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
     return str(meta.get("uid") if kind == "pods" else meta.get("name") or "")

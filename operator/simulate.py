@@ -34,6 +34,8 @@ from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import PolicyError, build_profile, default_profile
 from podium.profile import Profile
 from podium.snapshot import Snapshot
+from podium.volume_binder import plan_volumes
+from podium.volumes import OBJECT_KINDS, pod_claims
 
 __all__ = [
     "ClusterObjects",
@@ -64,14 +66,21 @@ class SimulateError(RuntimeError):
 # -- inputs -------------------------------------------------------------------------------
 @dataclass(slots=True)
 class ClusterObjects:
-    """Raw Node, Pod and SchedulerPolicy bodies read from files or generated."""
+    """Raw Node, Pod, SchedulerPolicy and storage bodies read from files or generated."""
 
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     policies: list[dict[str, Any]] = field(default_factory=list)
+    # PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes.
+    storage: list[dict[str, Any]] = field(default_factory=list)
 
 
-_LIST_KINDS = {"NodeList": "Node", "PodList": "Pod", "SchedulerPolicyList": "SchedulerPolicy"}
+_LIST_KINDS = {
+    "NodeList": "Node",
+    "PodList": "Pod",
+    "SchedulerPolicyList": "SchedulerPolicy",
+    **{f"{kind}List": kind for kind in OBJECT_KINDS},
+}
 
 
 def _flatten(doc: Any, kind: str = "") -> Iterable[dict[str, Any]]:
@@ -119,7 +128,7 @@ def read_documents(path: str) -> list[dict[str, Any]]:
 
 
 def load_objects(paths: Iterable[str]) -> ClusterObjects:
-    """Nodes, pods and policies from files; other kinds are ignored."""
+    """Nodes, pods, policies and storage objects from files; other kinds are ignored."""
     out = ClusterObjects()
     for path in paths:
         for doc in read_documents(path):
@@ -130,6 +139,8 @@ def load_objects(paths: Iterable[str]) -> ClusterObjects:
                 out.pods.append(doc)
             elif kind == "SchedulerPolicy":
                 out.policies.append(doc)
+            elif kind in OBJECT_KINDS:
+                out.storage.append(doc)
     return out
 
 
@@ -312,12 +323,17 @@ def simulate(
     bound: Sequence[PodInfo],
     pending: Sequence[PodInfo],
     seed: int = 0,
+    storage: Sequence[Mapping[str, Any]] = (),
 ) -> SimulationResult:
-    """Place ``pending`` one by one with the real algorithm, assuming each placement."""
+    """Place ``pending`` one by one with the real algorithm, assuming each placement.
+
+    A placed pod's chosen PVs are assumed bound to its claims, as PreBind would.
+    """
     started = time.perf_counter()
     cache = build_cache(nodes, _with_uids(bound, "bound"))
     known = set(cache.pods)
     snapshot = Snapshot()
+    snapshot.volumes.load(storage)
     state = Scheduler(random.Random(seed))
     placements: list[SimPlacement] = []
     failures: dict[str, SimFailure] = {}
@@ -364,6 +380,10 @@ def simulate(
             placements.append(SimPlacement(pod.key, placement.node, best, tied, pod.priority))
             placed[placement.node] += 1
             cache.assume_pod(pod, placement.node)
+            if pod_claims(pod):
+                node = snapshot.nodes[snapshot.index[placement.node]]
+                for claim, pv in plan_volumes(snapshot.volumes, pod, node).static:
+                    snapshot.volumes.assume(claim, pv)
         if len(retry) == len(todo):
             break
         todo = retry
@@ -599,7 +619,9 @@ def format_compare(a: SimulationResult, b: SimulationResult) -> str:
 
 
 # -- command ------------------------------------------------------------------------------
-def _inputs(args: argparse.Namespace) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo]]:
+def _inputs(
+    args: argparse.Namespace,
+) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo], list[dict[str, Any]]]:
     if args.snapshot:
         objects = load_objects(args.snapshot)
         if not objects.nodes:
@@ -615,7 +637,7 @@ def _inputs(args: argparse.Namespace) -> tuple[list[NodeInfo], list[PodInfo], li
             if not pod.terminal:
                 pod.node_name = ""
                 pending.append(pod)
-    return node_infos, bound, pending
+    return node_infos, bound, pending, objects.storage
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -630,7 +652,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             from podium.report import check_available
 
             check_available(args.report)
-        nodes, bound, pending = _inputs(args)
+        nodes, bound, pending, storage = _inputs(args)
         if args.compare:
             profiles = [load_policy(path) for path in args.compare]
         else:
@@ -642,6 +664,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 [_copy(p) for p in bound],
                 [_copy(p) for p in pending],
                 seed=args.seed,
+                storage=storage,
             )
             for profile in profiles
         ]

@@ -19,6 +19,7 @@ import numpy as np
 from podium.cache import Cache, NodeState
 from podium.framework import IndexArray, IntArray, MaskArray
 from podium.objects import HostPort, NodeInfo, PodInfo
+from podium.volumes import VolumeStore
 
 __all__ = ["BASE_RESOURCES", "RowBackup", "Snapshot"]
 
@@ -68,6 +69,8 @@ class Snapshot:
         self.pod_generation = 0
         self.version = 0
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        # Shared with the scheduler, like namespace_labels: storage is not per node.
+        self.volumes = VolumeStore()
 
     def _allocate(self, n: int) -> None:
         r = len(self.resources)

@@ -37,6 +37,10 @@ _BUILTIN = (
     "image_locality",
     "no_disk_conflict",
     "node_prefer_avoid_pods",
+    "volume_restrictions",
+    "volume_zone",
+    "node_volume_limits",
+    "volume_binding",
 )
 
 log = structlog.get_logger("podium.algorithms")

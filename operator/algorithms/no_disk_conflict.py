@@ -6,8 +6,9 @@ A node is rejected when a pod on it already uses the same
 - iSCSI target (IQN), unless both are read-only;
 - Ceph RBD image (same pool and image, overlapping monitors), unless both
   are read-only; a missing pool is the API default ``rbd``.
-This is VolumeRestrictions' disk check (without its ReadWriteOncePod part,
-which needs PersistentVolumeClaims); it is not in the default profile.
+This is VolumeRestrictions' disk check without its ReadWriteOncePod part;
+VolumeRestrictions (in the default profile) extends this class, and the
+seed's name stays registered for policies that list it.
 """
 
 from __future__ import annotations

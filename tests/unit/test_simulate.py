@@ -363,3 +363,74 @@ def test_explain_top_keeps_counts() -> None:
     assert [r["verdict"] for r in structured["rows"]] == ["feasible", "feasible"]
     assert structured["rejectedReasons"] == {"node(s) had untolerated taint(s)": 3}
     assert len(structured["decision"]["ties"]) == 4
+
+
+def test_snapshot_storage_objects_are_used_and_pvs_taken_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two pods with WaitForFirstConsumer claims, one local PV: the second finds none left."""
+    local = {
+        "required": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["b"]}
+                    ]
+                }
+            ]
+        }
+    }
+    storage = [
+        {
+            "kind": "StorageClass",
+            "metadata": {"name": "local"},
+            "provisioner": "kubernetes.io/no-provisioner",
+            "volumeBindingMode": "WaitForFirstConsumer",
+        },
+        {
+            "kind": "PersistentVolume",
+            "metadata": {"name": "pv"},
+            "spec": {
+                "capacity": {"storage": "1Gi"},
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local",
+                "nodeAffinity": local,
+            },
+            "status": {"phase": "Available"},
+        },
+    ] + [
+        {
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": f"c{i}", "namespace": "default", "uid": f"c{i}"},
+            "spec": {
+                "accessModes": ["ReadWriteOnce"],
+                "storageClassName": "local",
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        }
+        for i in (1, 2)
+    ]
+    pods = [
+        pod(
+            f"p{i}",
+            created=f"2026-01-01T00:00:0{i}Z",
+            volumes=[{"name": "v", "persistentVolumeClaim": {"claimName": f"c{i}"}}],
+        )
+        for i in (1, 2)
+    ]
+    path = _write(
+        tmp_path,
+        [
+            node("a", labels={"kubernetes.io/hostname": "a"}),
+            node("b", labels={"kubernetes.io/hostname": "b"}),
+        ],
+        pods,
+        "multi-doc",
+    )
+    path.write_text(path.read_text() + "---\n" + yaml.safe_dump_all(storage))
+    result = _json(capsys, "simulate", "--snapshot", str(path))
+    assert {p["pod"]: p["node"] for p in result["placements"]} == {"default/p1": "b"}
+    assert {f["pod"]: f["message"] for f in result["unschedulable"]} == {
+        "default/p2": "0/2 nodes are available: 2 node(s) didn't find available persistent volumes "
+        "to bind."
+    }
