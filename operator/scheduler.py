@@ -18,9 +18,10 @@ from typing import Any
 
 import structlog
 
-from podium.algorithm import Scheduler
+from podium.algorithm import Placement, Scheduler
 from podium.binder import Binder, BindOutcome
 from podium.cache import Cache
+from podium.decision import EVENT, build_record
 from podium.framework import ClusterEvent
 from podium.kube import ApiError, KubeClient
 from podium.metrics import Metrics
@@ -29,6 +30,7 @@ from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.resync import Resyncer
+from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.snapshot import Snapshot
 
 __all__ = ["PodiumScheduler", "node_change"]
@@ -83,6 +85,7 @@ class PodiumScheduler:
                 unschedulable_flush=first.unschedulable_flush,
             )
         )
+        self.shadow = ShadowRunner()
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
         self.workers = workers
@@ -99,6 +102,7 @@ class PodiumScheduler:
                 interest[name] = interest.get(name, ClusterEvent(0)) | events
         interest[NO_POLICY] = ClusterEvent.POLICY
         self.queue.interest = interest
+        self.shadow.profiles = shadows_by_target(self.profiles.values())
 
     def set_profile(self, profile: Profile) -> None:
         """Install or replace a profile; queued pods use it from their next attempt."""
@@ -254,7 +258,8 @@ class PodiumScheduler:
         gauges = asyncio.create_task(self._gauge_loop())
         resync = asyncio.create_task(self.resync.run_periodic())
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
-        background = [timers, gauges, resync, *workers]
+        shadow = asyncio.create_task(self.shadow.run(self.queue.ready, self._shadow_decide))
+        background = [timers, gauges, resync, shadow, *workers]
         try:
             await asyncio.gather(timers, *workers)
         finally:
@@ -273,8 +278,32 @@ class PodiumScheduler:
                 self.schedule_one(entry)
             except Exception as exc:  # never let one pod take the worker down
                 log.exception("scheduling_error", pod=entry.pod.name, namespace=entry.pod.namespace)
-                self._fail(entry, "SchedulerError", f"scheduler error: {exc}", error=True)
+                self._fail(
+                    entry,
+                    "SchedulerError",
+                    f"scheduler error: {exc}",
+                    error=True,
+                    profile=self.profiles.get(entry.pod.scheduler_name),
+                )
             await asyncio.sleep(0)
+
+    def _shadow_decide(self, job: ShadowJob) -> None:
+        self.shadow.decide(job, self.cache, self.snapshot, self.nominator.by_node)
+
+    def _record(
+        self,
+        entry: QueuedPod,
+        profile: Profile | None,
+        placement: Placement | None,
+        **fields: Any,
+    ) -> dict[str, Any] | None:
+        """The attempt's decision record, or None when the policy turned records off."""
+        if profile is not None and not profile.record_decisions:
+            return None
+        top = profile.record_top_nodes if profile is not None else 0
+        return build_record(
+            profile, self.snapshot, entry.pod, entry.attempts, placement, top=top, **fields
+        )
 
     async def _gauge_loop(self, period: float = 1.0) -> None:
         """Queue sizes for /metrics, sampled: counting per cycle would cost O(queue) each."""
@@ -329,9 +358,12 @@ class PodiumScheduler:
             profile,
             self.snapshot,
             pod,
+            record=profile.record_decisions and profile.record_top_nodes > 0,
             nominated=self.nominator.by_node,
             nominated_node=nominated_node,
         )
+        if not profile.dry_run:
+            self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
         elapsed = time.perf_counter() - started
         status = "Success" if placement.node else "Unschedulable"
         points = self.metrics.extension_point
@@ -385,10 +417,20 @@ class PodiumScheduler:
                 profile=profile,
                 elapsed=elapsed,
                 reasons=reasons,
+                placement=placement,
             )
             return
         node = placement.node
         if profile.dry_run:
+            record = self._record(
+                entry,
+                profile,
+                placement,
+                result="dry_run",
+                duration_ms=round(elapsed * 1000, 3),
+            )
+            if record is not None:
+                log.info(EVENT, **record)
             log.info(
                 "dry_run_decision",
                 pod=pod.name,
@@ -399,9 +441,10 @@ class PodiumScheduler:
             )
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
+        record = self._record(entry, profile, placement)
         self.cache.assume_pod(pod, node)
         self.nominator.remove(pod.uid)
-        self._spawn(self._bind(entry, node, profile, started, elapsed))
+        self._spawn(self._bind(entry, node, profile, started, record))
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
         """Record a nomination (or its clearing) in memory and on the pod's status."""
@@ -414,7 +457,12 @@ class PodiumScheduler:
             self._spawn(set_nominated_node(self.binder.client, pod, node))
 
     async def _bind(
-        self, entry: QueuedPod, node: str, profile: Profile, started: float, elapsed: float
+        self,
+        entry: QueuedPod,
+        node: str,
+        profile: Profile,
+        started: float,
+        record: dict[str, Any] | None,
     ) -> None:
         pod = entry.pod
         try:
@@ -423,6 +471,11 @@ class PodiumScheduler:
             log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             outcome, why = BindOutcome.RETRY, str(exc)
         self.metrics.bind_results.labels(outcome.value).inc()
+        if record is not None and outcome is not BindOutcome.RETRY:
+            record["result"] = "scheduled" if outcome is BindOutcome.BOUND else "abandoned"
+            record["message"] = "" if outcome is BindOutcome.BOUND else outcome.value
+            record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            log.info(EVENT, **record)
         if outcome is BindOutcome.BOUND:
             self.cache.finish_binding(pod)
             self.queue.done(pod.uid)
@@ -456,7 +509,13 @@ class PodiumScheduler:
             log.info("bound_elsewhere", pod=pod.name, namespace=pod.namespace, node=node)
         else:
             self._fail(
-                entry, "SchedulerError", f"binding rejected: {why}", error=True, profile=profile
+                entry,
+                "SchedulerError",
+                f"binding rejected: {why}",
+                error=True,
+                profile=profile,
+                elapsed=time.perf_counter() - started,
+                record=record,
             )
 
     def _fail(
@@ -470,11 +529,18 @@ class PodiumScheduler:
         profile: Profile | None = None,
         elapsed: float = 0.0,
         reasons: list[str] | None = None,
+        placement: Placement | None = None,
+        record: dict[str, Any] | None = None,
     ) -> None:
         pod = entry.pod
         self.queue.requeue(entry, rejected_by=rejected_by, error=error)
         result = "error" if error else "unschedulable"
         name = profile.scheduler_name if profile else pod.scheduler_name
+        if record is None:
+            record = self._record(entry, profile, placement)
+        if record is not None:
+            record.update(result=result, message=message, duration_ms=round(elapsed * 1000, 3))
+            log.info(EVENT, **record)
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
         log.info(
