@@ -11,6 +11,8 @@ the shape bumps ``SCHEMA``.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -26,6 +28,7 @@ __all__ = [
     "SCHEMA",
     "ZONE_LABEL",
     "build_record",
+    "read_records",
     "rejections",
     "top_nodes",
 ]
@@ -129,3 +132,22 @@ def build_record(
         "message": message,
         "duration_ms": duration_ms,
     }
+
+
+def read_records(lines: Iterable[str]) -> list[dict[str, Any]]:
+    """Decision records of this schema from log lines, in log order; other lines are skipped.
+
+    Podium's log mixes records with other events (and kopf's lines), so a line
+    that is not a JSON object of this schema is not an error.
+    """
+    records: list[dict[str, Any]] = []
+    for line in lines:
+        if '"decision"' not in line:
+            continue
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(item, dict) and item.get("event") == EVENT and item.get("schema") == SCHEMA:
+            records.append(item)
+    return records

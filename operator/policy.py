@@ -186,7 +186,7 @@ MAX_TOP_NODES = 20
 
 def decision_records(spec: Mapping[str, Any]) -> _Records:
     """spec.decisionRecords: on by default with the best 3 nodes; topNodes 0 skips scores."""
-    raw = spec.get("decisionRecords") or {}
+    raw = spec.get("decisionRecords", {})
     if not isinstance(raw, Mapping):
         raise PolicyError("spec.decisionRecords must be an object")
     enabled = raw.get("enabled", True)
