@@ -39,6 +39,7 @@ class Side:
     pods_per_node_stddev: float = 0.0
     pods_per_zone: dict[str, int] = field(default_factory=dict)
     pods_per_zone_stddev: float = 0.0
+    # Live records time pop to bound (the bind included); shadow ones time the decision.
     mean_decision_ms: float = 0.0
 
 
@@ -151,7 +152,7 @@ def format_report(comparison: Comparison, limit: int = 20) -> str:
         ("nodes used", a.nodes_used, b.nodes_used),
         ("pods per node, stddev", a.pods_per_node_stddev, b.pods_per_node_stddev),
         ("pods per zone, stddev", a.pods_per_zone_stddev, b.pods_per_zone_stddev),
-        ("mean decision ms", a.mean_decision_ms, b.mean_decision_ms),
+        ("mean duration_ms", a.mean_decision_ms, b.mean_decision_ms),
     ]
     for zone in sorted(set(a.pods_per_zone) | set(b.pods_per_zone)):
         rows.append(
