@@ -429,16 +429,17 @@ class PodiumScheduler:
                 result="dry_run",
                 duration_ms=round(elapsed * 1000, 3),
             )
-            if record is not None:
+            if record is not None:  # the record replaces the shorter line
                 log.info(EVENT, **record)
-            log.info(
-                "dry_run_decision",
-                pod=pod.name,
-                namespace=pod.namespace,
-                node=node,
-                attempt=entry.attempts,
-                duration_ms=round(elapsed * 1000, 3),
-            )
+            else:
+                log.info(
+                    "dry_run_decision",
+                    pod=pod.name,
+                    namespace=pod.namespace,
+                    node=node,
+                    attempt=entry.attempts,
+                    duration_ms=round(elapsed * 1000, 3),
+                )
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
         record = self._record(entry, profile, placement)
@@ -483,15 +484,16 @@ class PodiumScheduler:
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
             self.metrics.sli.labels(str(entry.attempts)).observe(time.monotonic() - entry.added)
-            log.info(
-                "scheduled",
-                pod=pod.name,
-                namespace=pod.namespace,
-                result="scheduled",
-                node=node,
-                attempt=entry.attempts,
-                duration_ms=round(total * 1000, 3),
-            )
+            if record is None:
+                log.info(
+                    "scheduled",
+                    pod=pod.name,
+                    namespace=pod.namespace,
+                    result="scheduled",
+                    node=node,
+                    attempt=entry.attempts,
+                    duration_ms=round(total * 1000, 3),
+                )
             if profile.post_success_events:
                 await self.binder.event(
                     pod,
@@ -541,17 +543,18 @@ class PodiumScheduler:
         if record is not None:
             record.update(result=result, message=message, duration_ms=round(elapsed * 1000, 3))
             log.info(EVENT, **record)
+        else:
+            log.info(
+                "schedule_failed",
+                pod=pod.name,
+                namespace=pod.namespace,
+                result=result,
+                reasons=reasons or [message],
+                attempt=entry.attempts,
+                duration_ms=round(elapsed * 1000, 3),
+            )
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
-        log.info(
-            "schedule_failed",
-            pod=pod.name,
-            namespace=pod.namespace,
-            result=result,
-            reasons=reasons or [message],
-            attempt=entry.attempts,
-            duration_ms=round(elapsed * 1000, 3),
-        )
         self._spawn(self._report_failure(pod, reason, message, name))
 
     async def _report_failure(
