@@ -86,6 +86,7 @@ class PodiumScheduler:
             )
         )
         self.shadow = ShadowRunner()
+        self.binds_in_flight = 0  # shadows wait while a live Binding is out
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
         self.workers = workers
@@ -258,7 +259,7 @@ class PodiumScheduler:
         gauges = asyncio.create_task(self._gauge_loop())
         resync = asyncio.create_task(self.resync.run_periodic())
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
-        shadow = asyncio.create_task(self.shadow.run(self.queue.ready, self._shadow_decide))
+        shadow = asyncio.create_task(self.shadow.run(self._live_busy, self._shadow_decide))
         background = [timers, gauges, resync, shadow, *workers]
         try:
             await asyncio.gather(timers, *workers)
@@ -286,6 +287,9 @@ class PodiumScheduler:
                     profile=self.profiles.get(entry.pod.scheduler_name),
                 )
             await asyncio.sleep(0)
+
+    def _live_busy(self) -> bool:
+        return self.binds_in_flight > 0 or self.queue.ready()
 
     def _shadow_decide(self, job: ShadowJob) -> None:
         self.shadow.decide(job, self.cache, self.snapshot, self.nominator.by_node)
@@ -445,6 +449,7 @@ class PodiumScheduler:
         record = self._record(entry, profile, placement)
         self.cache.assume_pod(pod, node)
         self.nominator.remove(pod.uid)
+        self.binds_in_flight += 1
         self._spawn(self._bind(entry, node, profile, started, record))
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
@@ -471,6 +476,7 @@ class PodiumScheduler:
         except Exception as exc:  # the reservation must be resolved whatever happens
             log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             outcome, why = BindOutcome.RETRY, str(exc)
+        self.binds_in_flight -= 1
         self.metrics.bind_results.labels(outcome.value).inc()
         if record is not None and outcome is not BindOutcome.RETRY:
             record["result"] = "scheduled" if outcome is BindOutcome.BOUND else "abandoned"

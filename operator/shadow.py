@@ -4,9 +4,10 @@ A DryRun SchedulerPolicy with ``spec.shadowOf: <live schedulerName>`` decides
 for every pod that the live profile attempts and logs a decision record with
 ``shadow: true``; it never binds, nominates, evicts or writes to the pod. The
 live worker only appends the pod to a bounded queue; a separate task takes
-the jobs while no live pod is waiting, so a shadow never sits between a live
-pop and its bind. The price: under a sustained backlog the shadow lags, and
-past ``limit`` pending jobs the oldest are dropped (counted and logged).
+the jobs while no live pod is waiting and no live Binding is out, so a shadow
+never sits between a live pop and its bind. The price: under sustained load
+the shadow lags, and past ``limit`` pending jobs the oldest are dropped
+(counted and logged).
 
 Each shadow decision sees the cluster as it is when the shadow runs, with the
 pod's own live placement taken out, so both profiles judge the pod against
@@ -35,7 +36,7 @@ __all__ = ["ShadowJob", "ShadowRunner", "shadows_by_target"]
 
 log = structlog.get_logger("podium.shadow")
 
-# How long the shadow task waits before looking again while live pods are queued.
+# How long the shadow task waits before looking again while the live profile is busy.
 BUSY_POLL_SECONDS = 0.005
 
 
@@ -79,7 +80,7 @@ class ShadowRunner:
         self._wakeup.set()
 
     async def run(self, busy: Callable[[], bool], decide: Callable[[ShadowJob], None]) -> None:
-        """Take jobs one at a time, yielding to the live workers whenever ``busy()``."""
+        """Take jobs one at a time, only while ``busy()`` (live work pending) is false."""
         while True:
             if not self.jobs:
                 self._wakeup.clear()
