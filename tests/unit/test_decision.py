@@ -174,3 +174,24 @@ def test_schema_rejects(change: dict[str, Any], error: str) -> None:
     record = {"event": EVENT, **decide([BIG], pod("p"), 1), **change}
     errors = [e.message for e in Draft202012Validator(SCHEMA).iter_errors(record)]
     assert any(error in e for e in errors), errors
+
+
+def test_record_without_a_policy_or_placement() -> None:
+    """A pod waiting for a SchedulerPolicy still gets its one record per attempt."""
+    snapshot = Snapshot()
+    snapshot.update(build_cache([parse_node(BIG)], []))
+    target = parse_pod(pod("p", scheduler_name="nobody"))
+    record = validate(
+        render(
+            build_record(
+                None, snapshot, target, 2, None, top=3, result="unschedulable", message="waits"
+            )
+        )
+    )
+    assert {k: record[k] for k in ("policy", "scheduler_name", "attempt", "nodes", "node")} == {
+        "policy": None,
+        "scheduler_name": "nobody",
+        "attempt": 2,
+        "nodes": {"total": 1, "evaluated": 0, "feasible": 0},
+        "node": None,
+    }
