@@ -36,8 +36,10 @@ __all__ = ["ShadowJob", "ShadowRunner", "shadows_by_target"]
 
 log = structlog.get_logger("podium.shadow")
 
-# How long the shadow task waits before looking again while the live profile is busy.
-BUSY_POLL_SECONDS = 0.005
+# How often the shadow task looks whether the live profile is busy, and how long it
+# must have been idle before a shadow cycle runs.
+BUSY_POLL_SECONDS = 0.002
+QUIET_SECONDS = 0.010
 
 
 def shadows_by_target(profiles: Iterable[Profile]) -> dict[str, list[Profile]]:
@@ -57,7 +59,10 @@ class ShadowJob:
 
 
 class ShadowRunner:
-    def __init__(self, limit: int = 10_000, rng: random.Random | None = None) -> None:
+    def __init__(
+        self, limit: int = 10_000, rng: random.Random | None = None, quiet: float = QUIET_SECONDS
+    ) -> None:
+        self.quiet = quiet
         self.profiles: dict[str, list[Profile]] = {}
         self.jobs: deque[ShadowJob] = deque()
         self.limit = limit
@@ -80,13 +85,24 @@ class ShadowRunner:
         self._wakeup.set()
 
     async def run(self, busy: Callable[[], bool], decide: Callable[[ShadowJob], None]) -> None:
-        """Take jobs one at a time, only while ``busy()`` (live work pending) is false."""
+        """Take jobs one at a time, once ``busy()`` (live work pending) has been false a while.
+
+        A quiet period, not just a false ``busy()``: in a burst the live loop also
+        has watch events and Binding responses to get through between pods, and a
+        shadow cycle run in every momentary gap measurably delayed those.
+        """
+        quiet_since: float | None = None
         while True:
             if not self.jobs:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
+            now = time.monotonic()
             if busy():
+                quiet_since = None
+            elif quiet_since is None:
+                quiet_since = now
+            if quiet_since is None or now - quiet_since < self.quiet:
                 await asyncio.sleep(BUSY_POLL_SECONDS)
                 continue
             job = self.jobs.popleft()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from pathlib import Path
@@ -15,6 +16,7 @@ from podium.algorithm import Scheduler
 from podium.cache import Cache
 from podium.cli import main
 from podium.decision import EVENT, build_record
+from podium.devcluster.objects import wait_for
 from podium.objects import parse_node, parse_pod
 from podium.policy import PolicyError, build_profile
 from podium.replay import NEEDS_SNAPSHOT
@@ -268,3 +270,24 @@ def test_replay_needs_a_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[s
     log, _ = recorded_run(tmp_path)
     assert main(["simulate", "--replay", str(log)]) == 2
     assert NEEDS_SNAPSHOT in capsys.readouterr().err
+
+
+@pytest.mark.asyncio
+async def test_run_waits_for_a_quiet_live_profile() -> None:
+    """No shadow decision while busy() is true, nor until it has been false for a while."""
+    runner = ShadowRunner(quiet=0.3)
+    runner.profiles = {"podium": [build_profile(SHADOW)]}
+    decided: list[str] = []
+    busy = [True]
+    task = asyncio.create_task(
+        runner.run(lambda: busy[0], lambda job: decided.append(job.pod.name))
+    )
+    runner.submit(parse_pod(pod("a")), 1, "podium")
+    await asyncio.sleep(0.05)
+    seen_while_busy = list(decided)
+    busy[0] = False
+    await asyncio.sleep(0.02)
+    seen_before_quiet = list(decided)
+    await wait_for(lambda: decided, timeout=5, message="the shadow decision")
+    task.cancel()
+    assert (seen_while_busy, seen_before_quiet, decided) == ([], [], ["a"])
