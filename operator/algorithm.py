@@ -77,6 +77,8 @@ class Placement:
     plugin_scores: dict[str, IntArray] = field(default_factory=dict)
     nominated: str = ""
     score_seconds: float = 0.0
+    # The filters' Diagnosis on success too, for decision records' rejection counts.
+    filtered: Diagnosis | None = None
 
 
 def num_feasible_nodes_to_find(percentage: int, total: int) -> int:
@@ -235,7 +237,7 @@ def schedule(
         )
     finally:
         release_nominated(snapshot, edits)
-    placement = Placement(evaluated=processed, feasible=int(candidates.size))
+    placement = Placement(evaluated=processed, feasible=int(candidates.size), filtered=diagnosis)
     if candidates.size == 0:
         placement.diagnosis = diagnosis
         return placement

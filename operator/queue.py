@@ -91,6 +91,10 @@ class SchedulingQueue:
     def __len__(self) -> int:
         return len(self.entries)
 
+    def ready(self) -> bool:
+        """Whether a pod may be waiting in activeQ (stale heap entries count): O(1)."""
+        return bool(self._active)
+
     def __contains__(self, uid: object) -> bool:
         return uid in self.entries
 

@@ -18,9 +18,10 @@ from typing import Any
 
 import structlog
 
-from podium.algorithm import Scheduler
+from podium.algorithm import Placement, Scheduler
 from podium.binder import Binder, BindOutcome
 from podium.cache import Cache
+from podium.decision import EVENT, build_record
 from podium.framework import ClusterEvent
 from podium.kube import ApiError, KubeClient
 from podium.metrics import Metrics
@@ -29,6 +30,7 @@ from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.resync import Resyncer
+from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.snapshot import Snapshot
 from podium.volume_binder import VolumeBinder, VolumePlan, plan_volumes
 from podium.volumes import KINDS as VOLUME_KINDS
@@ -88,6 +90,8 @@ class PodiumScheduler:
                 unschedulable_flush=first.unschedulable_flush,
             )
         )
+        self.shadow = ShadowRunner()
+        self.binds_in_flight = 0  # shadows wait while a live Binding is out
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
         self.workers = workers
@@ -104,6 +108,7 @@ class PodiumScheduler:
                 interest[name] = interest.get(name, ClusterEvent(0)) | events
         interest[NO_POLICY] = ClusterEvent.POLICY
         self.queue.interest = interest
+        self.shadow.profiles = shadows_by_target(self.profiles.values())
 
     def set_profile(self, profile: Profile) -> None:
         """Install or replace a profile; queued pods use it from their next attempt."""
@@ -277,7 +282,8 @@ class PodiumScheduler:
         gauges = asyncio.create_task(self._gauge_loop())
         resync = asyncio.create_task(self.resync.run_periodic())
         workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
-        background = [timers, gauges, resync, *workers]
+        shadow = asyncio.create_task(self.shadow.run(self._live_busy, self._shadow_decide))
+        background = [timers, gauges, resync, shadow, *workers]
         try:
             await asyncio.gather(timers, *workers)
         finally:
@@ -296,8 +302,35 @@ class PodiumScheduler:
                 self.schedule_one(entry)
             except Exception as exc:  # never let one pod take the worker down
                 log.exception("scheduling_error", pod=entry.pod.name, namespace=entry.pod.namespace)
-                self._fail(entry, "SchedulerError", f"scheduler error: {exc}", error=True)
+                self._fail(
+                    entry,
+                    "SchedulerError",
+                    f"scheduler error: {exc}",
+                    error=True,
+                    profile=self.profiles.get(entry.pod.scheduler_name),
+                )
             await asyncio.sleep(0)
+
+    def _live_busy(self) -> bool:
+        return self.binds_in_flight > 0 or self.queue.ready()
+
+    def _shadow_decide(self, job: ShadowJob) -> None:
+        self.shadow.decide(job, self.cache, self.snapshot, self.nominator.by_node)
+
+    def _record(
+        self,
+        entry: QueuedPod,
+        profile: Profile | None,
+        placement: Placement | None,
+        **fields: Any,
+    ) -> dict[str, Any] | None:
+        """The attempt's decision record, or None when the policy turned records off."""
+        if profile is not None and not profile.record_decisions:
+            return None
+        top = profile.record_top_nodes if profile is not None else 0
+        return build_record(
+            profile, self.snapshot, entry.pod, entry.attempts, placement, top=top, **fields
+        )
 
     async def _gauge_loop(self, period: float = 1.0) -> None:
         """Queue sizes for /metrics, sampled: counting per cycle would cost O(queue) each."""
@@ -352,9 +385,12 @@ class PodiumScheduler:
             profile,
             self.snapshot,
             pod,
+            record=profile.record_decisions and profile.record_top_nodes > 0,
             nominated=self.nominator.by_node,
             nominated_node=nominated_node,
         )
+        if not profile.dry_run:
+            self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
         elapsed = time.perf_counter() - started
         status = "Success" if placement.node else "Unschedulable"
         points = self.metrics.extension_point
@@ -408,27 +444,40 @@ class PodiumScheduler:
                 profile=profile,
                 elapsed=elapsed,
                 reasons=reasons,
+                placement=placement,
             )
             return
         node = placement.node
         if profile.dry_run:
-            log.info(
-                "dry_run_decision",
-                pod=pod.name,
-                namespace=pod.namespace,
-                node=node,
-                attempt=entry.attempts,
+            record = self._record(
+                entry,
+                profile,
+                placement,
+                result="dry_run",
                 duration_ms=round(elapsed * 1000, 3),
             )
+            if record is not None:  # the record replaces the shorter line
+                log.info(EVENT, **record)
+            else:
+                log.info(
+                    "dry_run_decision",
+                    pod=pod.name,
+                    namespace=pod.namespace,
+                    node=node,
+                    attempt=entry.attempts,
+                    duration_ms=round(elapsed * 1000, 3),
+                )
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
+        record = self._record(entry, profile, placement)
         self.cache.assume_pod(pod, node)
         self.nominator.remove(pod.uid)
         plan = VolumePlan()
         if pod_claims(pod):
             plan = plan_volumes(self.volumes, pod, self.snapshot.nodes[self.snapshot.index[node]])
             self.volume_binder.assume(plan)
-        self._spawn(self._bind(entry, node, profile, started, elapsed, plan))
+        self.binds_in_flight += 1
+        self._spawn(self._bind(entry, node, profile, started, record, plan))
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
         """Record a nomination (or its clearing) in memory and on the pod's status."""
@@ -446,22 +495,37 @@ class PodiumScheduler:
         node: str,
         profile: Profile,
         started: float,
-        elapsed: float,
+        record: dict[str, Any] | None,
         plan: VolumePlan,
     ) -> None:
         pod = entry.pod
         if not plan.empty:
             why = await self._bind_volumes(pod, node, profile, plan)
             if why:
+                self.binds_in_flight -= 1
                 self.cache.forget_pod(pod)
-                self._fail(entry, "SchedulerError", why, error=True, profile=profile)
+                self._fail(
+                    entry,
+                    "SchedulerError",
+                    why,
+                    error=True,
+                    profile=profile,
+                    elapsed=time.perf_counter() - started,
+                    record=record,
+                )
                 return
         try:
             outcome, why = await self.binder.bind(pod, node)
         except Exception as exc:  # the reservation must be resolved whatever happens
             log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             outcome, why = BindOutcome.RETRY, str(exc)
+        self.binds_in_flight -= 1
         self.metrics.bind_results.labels(outcome.value).inc()
+        if record is not None and outcome is not BindOutcome.RETRY:
+            record["result"] = "scheduled" if outcome is BindOutcome.BOUND else "abandoned"
+            record["message"] = "" if outcome is BindOutcome.BOUND else outcome.value
+            record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
+            log.info(EVENT, **record)
         if outcome is BindOutcome.BOUND:
             self.cache.finish_binding(pod)
             self.queue.done(pod.uid)
@@ -469,15 +533,16 @@ class PodiumScheduler:
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
             self.metrics.sli.labels(str(entry.attempts)).observe(time.monotonic() - entry.added)
-            log.info(
-                "scheduled",
-                pod=pod.name,
-                namespace=pod.namespace,
-                result="scheduled",
-                node=node,
-                attempt=entry.attempts,
-                duration_ms=round(total * 1000, 3),
-            )
+            if record is None:
+                log.info(
+                    "scheduled",
+                    pod=pod.name,
+                    namespace=pod.namespace,
+                    result="scheduled",
+                    node=node,
+                    attempt=entry.attempts,
+                    duration_ms=round(total * 1000, 3),
+                )
             if profile.post_success_events:
                 await self.binder.event(
                     pod,
@@ -495,7 +560,13 @@ class PodiumScheduler:
             log.info("bound_elsewhere", pod=pod.name, namespace=pod.namespace, node=node)
         else:
             self._fail(
-                entry, "SchedulerError", f"binding rejected: {why}", error=True, profile=profile
+                entry,
+                "SchedulerError",
+                f"binding rejected: {why}",
+                error=True,
+                profile=profile,
+                elapsed=time.perf_counter() - started,
+                record=record,
             )
 
     async def _bind_volumes(
@@ -530,22 +601,30 @@ class PodiumScheduler:
         profile: Profile | None = None,
         elapsed: float = 0.0,
         reasons: list[str] | None = None,
+        placement: Placement | None = None,
+        record: dict[str, Any] | None = None,
     ) -> None:
         pod = entry.pod
         self.queue.requeue(entry, rejected_by=rejected_by, error=error)
         result = "error" if error else "unschedulable"
         name = profile.scheduler_name if profile else pod.scheduler_name
+        if record is None:
+            record = self._record(entry, profile, placement)
+        if record is not None:
+            record.update(result=result, message=message, duration_ms=round(elapsed * 1000, 3))
+            log.info(EVENT, **record)
+        else:
+            log.info(
+                "schedule_failed",
+                pod=pod.name,
+                namespace=pod.namespace,
+                result=result,
+                reasons=reasons or [message],
+                attempt=entry.attempts,
+                duration_ms=round(elapsed * 1000, 3),
+            )
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
-        log.info(
-            "schedule_failed",
-            pod=pod.name,
-            namespace=pod.namespace,
-            result=result,
-            reasons=reasons or [message],
-            attempt=entry.attempts,
-            duration_ms=round(elapsed * 1000, 3),
-        )
         self._spawn(self._report_failure(pod, reason, message, name))
 
     async def _report_failure(

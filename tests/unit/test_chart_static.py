@@ -607,6 +607,10 @@ SCHEMA_CASES: list[tuple[str, Any, str | None]] = [
         "minimum",
     ),
     ("plugin-args-unknown-plugin", {"pluginArgs": {"imageLocality": {}}}, "Additional"),
+    ("decision-records-top-21", {"decisionRecords": {"topNodes": 21}}, "maximum"),
+    ("decision-records-top-negative", {"decisionRecords": {"topNodes": -1}}, "minimum"),
+    ("decision-records-enabled-string", {"decisionRecords": {"enabled": "yes"}}, "boolean"),
+    ("shadow-of-bad-name", {"mode": "DryRun", "shadowOf": "Live_Policy"}, "pattern"),
 ]
 
 CEL_CASES: list[tuple[str, Any, str | None]] = [
@@ -737,6 +741,11 @@ CEL_CASES: list[tuple[str, Any, str | None]] = [
         },
         "cannot both be zero",
     ),
+    ("decision-records-off", {"decisionRecords": {"enabled": False, "topNodes": 0}}, None),
+    ("shadow-of-dry-run", {"mode": "DryRun", "schedulerName": "shadow", "shadowOf": "live"}, None),
+    ("shadow-of-active", {"mode": "Active", "shadowOf": "live"}, "only allowed with mode DryRun"),
+    ("shadow-of-default-mode", {"shadowOf": "live"}, "only allowed with mode DryRun"),
+    ("shadow-of-itself", {"mode": "DryRun", "shadowOf": "podium"}, "another schedulerName"),
     (
         "preemption-percentage-zero",
         {"pluginArgs": {"defaultPreemption": {"minCandidateNodesPercentage": 0}}},
