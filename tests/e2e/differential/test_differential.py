@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
@@ -23,12 +22,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from podium.algorithm import Scheduler
 from podium.cache import Cache
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.objects import parse_node, parse_pod
-from podium.policy import build_profile
 from podium.snapshot import Snapshot
+from tests.e2e.differential.offline import unique_best
 from tests.e2e.differential.scenarios import Scenario, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -73,15 +71,7 @@ def _unique_best(scenario: Scenario) -> str:
         cache.add_pod(parse_pod(body))
     snap = Snapshot()
     snap.update(cache)
-    incoming = copy.deepcopy(scenario.incoming)
-    incoming["metadata"].update(namespace="x", uid="uid-incoming")
-    placement = Scheduler(random.Random(0)).schedule(
-        build_profile({"percentageOfNodesToScore": 100}), snap, parse_pod(incoming), record=True
-    )
-    if not placement.node or placement.totals is None:
-        return placement.node
-    top = placement.totals.max()
-    return placement.node if int((placement.totals == top).sum()) == 1 else ""
+    return unique_best(snap, copy.deepcopy(scenario.incoming))
 
 
 async def _run(

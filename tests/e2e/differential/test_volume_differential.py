@@ -17,7 +17,6 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
-import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
@@ -28,12 +27,11 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from podium.algorithm import Scheduler
 from podium.cache import Cache
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.objects import parse_node, parse_pod
-from podium.policy import build_profile
 from podium.snapshot import Snapshot
+from tests.e2e.differential.offline import unique_best
 from tests.e2e.differential.volume_scenarios import VolumeScenario, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -153,15 +151,7 @@ def _unique_best(scenario: VolumeScenario) -> str:
             made = _fill(body, "x", "x")
             made["metadata"].setdefault("namespace", "x")
             snap.volumes.apply(kind, None, made)
-    incoming = _fill(scenario.incoming, "x", "x")
-    incoming["metadata"].update(namespace="x", uid="uid-incoming")
-    placement = Scheduler(random.Random(0)).schedule(
-        build_profile({"percentageOfNodesToScore": 100}), snap, parse_pod(incoming), record=True
-    )
-    if not placement.node or placement.totals is None:
-        return placement.node
-    top = placement.totals.max()
-    return placement.node if int((placement.totals == top).sum()) == 1 else ""
+    return unique_best(snap, _fill(scenario.incoming, "x", "x"))
 
 
 async def _run(
