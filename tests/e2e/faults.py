@@ -5,6 +5,7 @@
   forwarding server→client bytes while keeping connections open.
 - ``FaultyClient``: a ``KubeClient`` whose Binding POSTs fail on purpose.
 - ``Informer``: a minimal list+watch loop that feeds an in-process ``PodiumScheduler``.
+- ``deny_admission``: a ValidatingAdmissionPolicy that makes chosen writes fail.
 - small tools: fast bulk pod creation, Podium's RSS, a metric sample, etcd compaction.
 """
 
@@ -40,10 +41,12 @@ __all__ = [
     "bound_count",
     "check_invariants",
     "create_fast",
+    "deny_admission",
     "etcd_compact",
     "metric",
     "proxied_kubeconfig",
     "rss_bytes",
+    "scheduled_condition",
     "successful_bindings",
     "wait_bound",
     "wait_until",
@@ -98,7 +101,7 @@ class InvariantReport:
         )
 
 
-def _scheduled_condition(body: Mapping[str, Any]) -> dict[str, Any]:
+def scheduled_condition(body: Mapping[str, Any]) -> dict[str, Any]:
     for cond in (body.get("status") or {}).get("conditions") or []:
         if cond.get("type") == "PodScheduled":
             return dict(cond)
@@ -169,7 +172,7 @@ async def check_invariants(
         report.pods += 1
         name, uid = meta["name"], meta["uid"]
         node = body["spec"].get("nodeName") or ""
-        cond = _scheduled_condition(body)
+        cond = scheduled_condition(body)
         if node:
             report.bound += 1
             if node not in node_names:
@@ -201,6 +204,59 @@ async def check_invariants(
     if not allow_missing_nodes:
         assert not report.on_missing_nodes, f"bound to missing nodes: {report.on_missing_nodes}"
     return report
+
+
+def deny_admission(
+    name: str,
+    *,
+    resource: str,
+    operation: str,
+    validation: str,
+    message: str,
+    match_condition: str = "",
+    namespace: str = "",
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A ValidatingAdmissionPolicy and its Deny binding, named ``name``.
+
+    ``operation`` on the core-group ``resource`` is refused with ``message``
+    wherever the CEL ``validation`` is false, narrowed to objects matching the
+    CEL ``match_condition`` and to one ``namespace`` when given. The API server
+    loads new policies asynchronously: callers wait until a dry run is refused.
+    """
+    spec: dict[str, Any] = {
+        "failurePolicy": "Fail",
+        "matchConstraints": {
+            "resourceRules": [
+                {
+                    "apiGroups": [""],
+                    "apiVersions": ["v1"],
+                    "operations": [operation],
+                    "resources": [resource],
+                }
+            ]
+        },
+        "validations": [{"expression": validation, "message": message}],
+    }
+    if match_condition:
+        spec["matchConditions"] = [{"name": "only", "expression": match_condition}]
+    policy = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+    bind_spec: dict[str, Any] = {"policyName": name, "validationActions": ["Deny"]}
+    if namespace:
+        bind_spec["matchResources"] = {
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
+        }
+    binding = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": name},
+        "spec": bind_spec,
+    }
+    return policy, binding
 
 
 async def create_fast(

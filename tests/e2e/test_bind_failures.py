@@ -10,45 +10,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import make_node, make_pod, pod_events, wait_for
+from tests.e2e.faults import deny_admission
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
-
-
-def _deny_bindings(namespace: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A ValidatingAdmissionPolicy that refuses every pods/binding in one namespace."""
-    name = f"deny-bind-{namespace}"
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["CREATE"],
-                        "resources": ["pods/binding"],
-                    }
-                ]
-            },
-            "validations": [{"expression": "false", "message": "injected bind failure"}],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {
-            "policyName": name,
-            "validationActions": ["Deny"],
-            "matchResources": {
-                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}
-            },
-        },
-    }
-    return policy, binding
 
 
 async def test_rejected_bind_is_retried_and_pod_ends_bound(
@@ -56,7 +20,14 @@ async def test_rejected_bind_is_retried_and_pod_ends_bound(
 ) -> None:
     admission = client.AdmissionregistrationV1Api(api_client)
     core = client.CoreV1Api(api_client)
-    policy, binding = _deny_bindings(namespace)
+    policy, binding = deny_admission(
+        f"deny-bind-{namespace}",
+        resource="pods/binding",
+        operation="CREATE",
+        validation="false",
+        message="injected bind failure",
+        namespace=namespace,
+    )
     await admission.create_validating_admission_policy(policy)
     await admission.create_validating_admission_policy_binding(binding)
     try:

@@ -45,6 +45,7 @@ from tests.e2e.faults import (
     metric,
     proxied_kubeconfig,
     rss_bytes,
+    scheduled_condition,
     wait_bound,
     wait_until,
 )
@@ -560,6 +561,32 @@ async def test_not_ready_and_tainted_nodes_get_no_new_pods(
 # -- 6. Podium crashes ---------------------------------------------------------------------------
 
 
+async def _kill_after_binds(
+    proc: Any, binds: int, api: ApiClient, namespace: str
+) -> tuple[int, float]:
+    """SIGKILL ``proc`` once it has made ``binds`` Bindings: the pods bound then, and when."""
+    await wait_until(lambda: _at_least(proc, binds), 60, 0.02, f"{binds} binds", watch=proc)
+    proc.kill(signal.SIGKILL)
+    return await bound_count(api, namespace), time.monotonic()
+
+
+async def _report_after_kill(
+    name: str,
+    api: ApiClient,
+    plane: ControlPlane,
+    namespace: str,
+    at_kill: int,
+    **figures: float,
+) -> None:
+    """The end-state check after a SIGKILL, and its report line.
+
+    Binds in flight at the kill may be committed without an audit event, so
+    unaudited Bindings are allowed (and counted); two Bindings of one pod are not.
+    """
+    result = await check_invariants(api, plane, namespace, allow_unaudited=True)
+    report(name, result, bound_at_kill=at_kill, unaudited=len(result.unaudited), **figures)
+
+
 async def test_podium_killed_mid_run_restarts_without_loss_or_double_binds(
     api_client: ApiClient,
     control_plane: ControlPlane,
@@ -574,24 +601,19 @@ async def test_podium_killed_mid_run_restarts_without_loss_or_double_binds(
     await node_factory(pool(namespace, 15, cpu="4", memory="16Gi", pods=30))
     await create_pods(api_client, namespace, pods(namespace, sched, 300))
     first = await podium("--scheduler-name", sched)
-    await wait_until(lambda: _at_least(first, 100), 60, 0.02, "100 binds", watch=first)
-    first.kill(signal.SIGKILL)
-    at_kill = await bound_count(api_client, namespace)
-    restarted = time.monotonic()
+    at_kill, restarted = await _kill_after_binds(first, 100, api_client, namespace)
     second = await podium("--scheduler-name", sched)
 
     await wait_bound(
         api_client, namespace, 300, 60, 0.5, "300 pods bound after the restart", watch=second
     )
-    recovered = time.monotonic() - restarted
-    # Binds in flight at the kill may be committed without an audit event.
-    result = await check_invariants(api_client, control_plane, namespace, allow_unaudited=True)
-    report(
+    await _report_after_kill(
         "podium-kill-9",
-        result,
-        bound_at_kill=at_kill,
-        unaudited=len(result.unaudited),
-        recover_s=round(recovered, 1),
+        api_client,
+        control_plane,
+        namespace,
+        at_kill,
+        recover_s=round(time.monotonic() - restarted, 1),
     )
 
 
@@ -620,26 +642,21 @@ async def test_leader_killed_under_load_standby_binds_the_rest_once(
 
     first = await wait_for(leader, timeout=30, message="a leader")
     standby = replicas[1] if first is replicas[0] else replicas[0]
-    await wait_until(lambda: _at_least(first, 300), 60, 0.02, "300 binds", watch=first)
-    first.kill(signal.SIGKILL)
-    at_kill = await bound_count(api_client, namespace)
-    killed = time.monotonic()
+    at_kill, killed = await _kill_after_binds(first, 300, api_client, namespace)
     assert await wait_for(leader, timeout=30, message="takeover") is standby
     takeover = time.monotonic() - killed
 
     await wait_bound(
         api_client, namespace, 2000, 180, 0.5, "2,000 pods bound after failover", watch=standby
     )
-    recovered = time.monotonic() - killed
-    # Binds in flight when the leader died may be committed without an audit event.
-    result = await check_invariants(api_client, control_plane, namespace, allow_unaudited=True)
-    report(
+    await _report_after_kill(
         "leader-failover",
-        result,
-        bound_at_kill=at_kill,
-        unaudited=len(result.unaudited),
+        api_client,
+        control_plane,
+        namespace,
+        at_kill,
         takeover_s=round(takeover, 1),
-        recover_s=round(recovered, 1),
+        recover_s=round(time.monotonic() - killed, 1),
     )
 
 
@@ -653,13 +670,6 @@ async def _create_or_rejected(call: Any, *args: Any) -> int:
     except client.ApiException as exc:
         return int(exc.status)
     return 201
-
-
-def _scheduled_condition(body: dict[str, Any]) -> dict[str, Any]:
-    for cond in body["status"].get("conditions") or []:
-        if cond["type"] == "PodScheduled":
-            return dict(cond)
-    return {}
 
 
 CRASH_MARKERS = (
@@ -763,7 +773,7 @@ async def test_bad_input_is_reported_and_never_stops_scheduling(
         if len(listed) < len(cases):
             return None
         for body in listed.values():
-            if not body["spec"].get("nodeName") and not _scheduled_condition(body):
+            if not body["spec"].get("nodeName") and not scheduled_condition(body):
                 return None
         return listed
 
@@ -787,7 +797,7 @@ async def test_bad_input_is_reported_and_never_stops_scheduling(
     assert bound["huge-selector"] == good
     assert bound["no-priority-class"] == good
     assert bound["normal"] == good
-    messages = {n: _scheduled_condition(p).get("message", "") for n, p in listed.items()}
+    messages = {n: scheduled_condition(p).get("message", "") for n, p in listed.items()}
     assert "Insufficient cpu" in messages["huge-cpu"], messages
     # kube-scheduler's wording when NodeAffinity's PreFilter narrows to nodes that don't
     # exist; a Filter-only implementation says "didn't match Pod's node affinity/selector".
@@ -797,7 +807,7 @@ async def test_bad_input_is_reported_and_never_stops_scheduling(
     ), messages
     assert "Insufficient cpu" in messages["empty-node"], messages
     for name in ("huge-cpu", "ghost-field", "empty-node"):
-        assert _scheduled_condition(listed[name])["reason"] == "Unschedulable"
+        assert scheduled_condition(listed[name])["reason"] == "Unschedulable"
         events = await pod_events(api_client, namespace, name, "FailedScheduling")
         assert events and events[0].message == messages[name]
     log = "\n".join(proc.log_lines())
@@ -851,7 +861,7 @@ async def test_unschedulable_flood_does_not_starve_schedulable_pods(
     took = await wait_until(
         schedulable_bound, 120, 0.5, "20 schedulable pods bound behind the flood", watch=proc
     )
-    unreported = sum(1 for p in await pods_in(api_client, namespace) if not _scheduled_condition(p))
+    unreported = sum(1 for p in await pods_in(api_client, namespace) if not scheduled_condition(p))
     assert took <= 30, (
         f"the 20 schedulable pods took {took:.0f}s behind the flood "
         f"({unreported} flood pods not yet attempted when they bound)"
@@ -861,7 +871,7 @@ async def test_unschedulable_flood_does_not_starve_schedulable_pods(
     async def flood_reported() -> bool:
         listed = await pods_in(api_client, namespace)
         return all(
-            _scheduled_condition(p).get("status") == "False"
+            scheduled_condition(p).get("status") == "False"
             for p in listed
             if p["metadata"]["name"] in flood_names
         )

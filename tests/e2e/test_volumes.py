@@ -12,6 +12,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import create_pod, make_node, make_pod, pod_events, wait_for
 
+from .faults import deny_admission
 from .storage import (
     HOSTNAME,
     ZONE,
@@ -228,46 +229,6 @@ async def test_read_write_once_pod_claim_in_use_rejects_every_node(
 DENY = "podium.dev/deny-bind"
 
 
-def _deny_policy(name: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A ValidatingAdmissionPolicy that refuses to set claimRef on PVs labelled DENY."""
-    policy = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicy",
-        "metadata": {"name": name},
-        "spec": {
-            "failurePolicy": "Fail",
-            "matchConstraints": {
-                "resourceRules": [
-                    {
-                        "apiGroups": [""],
-                        "apiVersions": ["v1"],
-                        "operations": ["UPDATE"],
-                        "resources": ["persistentvolumes"],
-                    }
-                ]
-            },
-            "matchConditions": [
-                {
-                    "name": "labelled",
-                    "expression": (
-                        f"has(object.metadata.labels) && '{DENY}' in object.metadata.labels"
-                    ),
-                }
-            ],
-            "validations": [
-                {"expression": "!has(object.spec.claimRef)", "message": "binding denied by test"}
-            ],
-        },
-    }
-    binding = {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingAdmissionPolicyBinding",
-        "metadata": {"name": name},
-        "spec": {"policyName": name, "validationActions": ["Deny"]},
-    }
-    return policy, binding
-
-
 async def test_a_failed_pv_write_is_rolled_back_and_retried(
     api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
 ) -> None:
@@ -278,7 +239,14 @@ async def test_a_failed_pv_write_is_rolled_back_and_retried(
     await storage.pv(make_pv(pv_name, sc, labels={DENY: "yes"}))
     await storage.pvc(make_pvc("data", sc))
     admission = client.AdmissionregistrationV1Api(api_client)
-    policy, binding = _deny_policy(f"{namespace}-deny")
+    policy, binding = deny_admission(
+        f"{namespace}-deny",
+        resource="persistentvolumes",
+        operation="UPDATE",
+        validation="!has(object.spec.claimRef)",
+        message="binding denied by test",
+        match_condition=f"has(object.metadata.labels) && '{DENY}' in object.metadata.labels",
+    )
     await admission.create_validating_admission_policy(policy)
     await admission.create_validating_admission_policy_binding(binding)
     try:
