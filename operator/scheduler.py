@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 
 from podium.algorithm import Placement, Scheduler
+from podium.algorithms.volume_binding import DEFAULT_BIND_TIMEOUT, VolumeBinding
 from podium.binder import Binder, BindOutcome
 from podium.cache import Cache
 from podium.decision import EVENT, build_record
@@ -573,18 +574,10 @@ class PodiumScheduler:
         self, pod: PodInfo, node: str, profile: Profile, plan: VolumePlan
     ) -> str:
         """PreBind: '' once the claims are bound, else why (the PV assumptions are dropped)."""
-        timeout = next(
-            (
-                getattr(p, "bind_timeout", None)
-                for p in profile.filters
-                if p.name == "VolumeBinding"
-            ),
-            None,
-        )
+        plugin = next((p for p in profile.filters if isinstance(p, VolumeBinding)), None)
+        timeout = plugin.bind_timeout if plugin else float(DEFAULT_BIND_TIMEOUT)
         try:
-            return await self.volume_binder.bind(
-                pod, node, plan, timeout if isinstance(timeout, float) else 600.0
-            )
+            return await self.volume_binder.bind(pod, node, plan, timeout)
         except Exception as exc:  # the reservation must be resolved whatever happens
             log.exception("volume_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             self.volume_binder.revert(plan)
