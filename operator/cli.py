@@ -199,9 +199,11 @@ def _run(args: argparse.Namespace) -> int:
         return await run_operator(options, stop)
 
     try:
-        import uvloop
-
-        return uvloop.run(main())
+        # The stdlib loop, not uvloop: uvloop loses track of sockets whose connect
+        # fails or is cancelled mid-handshake (as on every kube-apiserver restart),
+        # then refuses or closes the wrong file descriptor, and kopf's watchers end
+        # the operator. tests/unit/test_kube_client.py replays that churn.
+        return asyncio.run(main())
     except FileNotFoundError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return 1
