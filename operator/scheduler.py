@@ -19,7 +19,6 @@ from typing import Any
 import structlog
 
 from podium.algorithm import Placement, Scheduler
-from podium.algorithms.volume_binding import DEFAULT_BIND_TIMEOUT, VolumeBinding
 from podium.binder import Binder, BindOutcome
 from podium.cache import Cache
 from podium.decision import EVENT, build_record
@@ -33,7 +32,7 @@ from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.resync import Resyncer
 from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.snapshot import Snapshot
-from podium.volume_binder import VolumeBinder, VolumePlan, plan_volumes
+from podium.volume_binder import VolumeBinder, VolumePlan, plan_volumes, volume_binding
 from podium.volumes import KINDS as VOLUME_KINDS
 from podium.volumes import pod_claims
 
@@ -474,7 +473,7 @@ class PodiumScheduler:
         self.cache.assume_pod(pod, node)
         self.nominator.remove(pod.uid)
         plan = VolumePlan()
-        if pod_claims(pod):
+        if pod_claims(pod) and volume_binding(profile) is not None:
             plan = plan_volumes(self.volumes, pod, self.snapshot.nodes[self.snapshot.index[node]])
             self.volume_binder.assume(plan)
         self.binds_in_flight += 1
@@ -574,10 +573,10 @@ class PodiumScheduler:
         self, pod: PodInfo, node: str, profile: Profile, plan: VolumePlan
     ) -> str:
         """PreBind: '' once the claims are bound, else why (the PV assumptions are dropped)."""
-        plugin = next((p for p in profile.filters if isinstance(p, VolumeBinding)), None)
-        timeout = plugin.bind_timeout if plugin else float(DEFAULT_BIND_TIMEOUT)
+        plugin = volume_binding(profile)
+        assert plugin is not None, "a volume plan is made only under VolumeBinding"
         try:
-            return await self.volume_binder.bind(pod, node, plan, timeout)
+            return await self.volume_binder.bind(pod, node, plan, plugin.bind_timeout)
         except Exception as exc:  # the reservation must be resolved whatever happens
             log.exception("volume_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             self.volume_binder.revert(plan)

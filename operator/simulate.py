@@ -34,7 +34,7 @@ from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import PolicyError, build_profile, default_profile
 from podium.profile import Profile
 from podium.snapshot import Snapshot
-from podium.volume_binder import plan_volumes
+from podium.volume_binder import plan_volumes, volume_binding
 from podium.volumes import OBJECT_KINDS, pod_claims
 
 __all__ = [
@@ -380,7 +380,7 @@ def simulate(
             placements.append(SimPlacement(pod.key, placement.node, best, tied, pod.priority))
             placed[placement.node] += 1
             cache.assume_pod(pod, placement.node)
-            if pod_claims(pod):
+            if pod_claims(pod) and volume_binding(profile) is not None:
                 node = snapshot.nodes[snapshot.index[placement.node]]
                 for claim, pv in plan_volumes(snapshot.volumes, pod, node).static:
                     snapshot.volumes.assume(claim, pv)

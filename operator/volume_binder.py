@@ -32,9 +32,10 @@ from typing import Any
 
 import structlog
 
-from podium.algorithms.volume_binding import find_pod_volumes, pod_volume_claims
+from podium.algorithms.volume_binding import VolumeBinding, find_pod_volumes, pod_volume_claims
 from podium.kube import ApiError, KubeClient
 from podium.objects import NodeInfo, PodInfo
+from podium.profile import Profile
 from podium.volumes import (
     BIND_COMPLETED,
     BOUND_BY_CONTROLLER,
@@ -44,7 +45,7 @@ from podium.volumes import (
     VolumeStore,
 )
 
-__all__ = ["VolumeBinder", "VolumePlan", "plan_volumes"]
+__all__ = ["VolumeBinder", "VolumePlan", "plan_volumes", "volume_binding"]
 
 log = structlog.get_logger("podium.volume_binder")
 
@@ -59,6 +60,11 @@ class VolumePlan:
     @property
     def empty(self) -> bool:
         return not self.static and not self.provision
+
+
+def volume_binding(profile: Profile) -> VolumeBinding | None:
+    """The profile's VolumeBinding filter; without one, claims are left alone, as in kube."""
+    return next((p for p in profile.filters if isinstance(p, VolumeBinding)), None)
 
 
 def plan_volumes(store: VolumeStore, pod: PodInfo, node: NodeInfo) -> VolumePlan:

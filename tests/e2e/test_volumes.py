@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -283,6 +284,30 @@ async def test_a_failed_pv_write_is_rolled_back_and_retried(
         await admission.delete_validating_admission_policy(policy["metadata"]["name"])
 
 
+@contextlib.asynccontextmanager
+async def scheduler_policy(api: ApiClient, name: str, spec: dict[str, Any]) -> AsyncIterator[None]:
+    """A SchedulerPolicy for schedulerName ``name``, deleted on exit."""
+    custom = client.CustomObjectsApi(api)
+    body = {
+        "apiVersion": f"{GROUP}/{VERSION}",
+        "kind": "SchedulerPolicy",
+        "metadata": {"name": name},
+        "spec": {"schedulerName": name, **spec},
+    }
+    await custom.create_cluster_custom_object(GROUP, VERSION, PLURAL, body)
+    try:
+        yield
+    finally:
+        await custom.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
+
+
+async def accepted(api: ApiClient, name: str) -> None:
+    async def done() -> bool:
+        return _condition(await _policy(api, name), "Accepted").get("status") == "True"
+
+    await wait_for(done, timeout=20, message=f"policy {name} accepted")
+
+
 @pytest.mark.usefixtures("crd")
 async def test_a_claim_left_to_a_provisioner_times_out_after_bind_timeout(
     api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
@@ -293,30 +318,12 @@ async def test_a_claim_left_to_a_provisioner_times_out_after_bind_timeout(
     sc = f"{namespace}-dyn"
     await storage.storage_class(make_storage_class(sc, provisioner="example.com/never"))
     await storage.pvc(make_pvc("data", sc))
-    await client.CustomObjectsApi(api_client).create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "SchedulerPolicy",
-            "metadata": {"name": sched},
-            "spec": {
-                "schedulerName": sched,
-                "pluginArgs": {"volumeBinding": {"bindTimeoutSeconds": 2}},
-            },
-        },
-    )
-    try:
+    spec = {"pluginArgs": {"volumeBinding": {"bindTimeoutSeconds": 2}}}
+    async with scheduler_policy(api_client, sched, spec):
         await podium()
         body = pod_with("p", "data")
         body["spec"]["schedulerName"] = sched
-
-        async def accepted() -> bool:
-            policy = await _policy(api_client, sched)
-            return _condition(policy, "Accepted").get("status") == "True"
-
-        await wait_for(accepted, timeout=20, message="policy accepted")
+        await accepted(api_client, sched)
         await create_pod(api_client, namespace, body)
 
         async def timed_out() -> str:
@@ -328,7 +335,32 @@ async def test_a_claim_left_to_a_provisioner_times_out_after_bind_timeout(
         claim = await storage.read_pvc("data")
         assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == a
         assert await node_of(api_client, namespace, "p") == ""
-    finally:
-        await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
-            GROUP, VERSION, PLURAL, sched
-        )
+
+
+@pytest.mark.usefixtures("crd")
+async def test_a_policy_without_volume_binding_binds_the_pod_and_leaves_its_claim_alone(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
+) -> None:
+    """As kube-scheduler with VolumeBinding disabled: no PV or PVC writes, no PreBind wait;
+    the pod binds at once even though its claim waits for a provisioner that never acts."""
+    (a,) = await node_factory([make_node(f"{namespace}-a")])
+    sched = f"{namespace}-nv"[:63]
+    sc = f"{namespace}-dyn"
+    await storage.storage_class(make_storage_class(sc, provisioner="example.com/never"))
+    await storage.pvc(make_pvc("data", sc))
+    before = await storage.read_pvc("data")
+    spec = {"filters": [{"name": "NodeResourcesFit"}]}
+    async with scheduler_policy(api_client, sched, spec):
+        await podium()
+        body = pod_with("p", "data")
+        body["spec"]["schedulerName"] = sched
+        await accepted(api_client, sched)
+        await create_pod(api_client, namespace, body)
+
+        async def bound() -> str:
+            return await node_of(api_client, namespace, "p")
+
+        assert await wait_for(bound, timeout=30, message="pod bound") == a
+        claim = await storage.read_pvc("data")
+        assert claim["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert claim["status"].get("phase") == "Pending"
