@@ -308,23 +308,34 @@ async def accepted(api: ApiClient, name: str) -> None:
     await wait_for(done, timeout=20, message=f"policy {name} accepted")
 
 
+@contextlib.asynccontextmanager
+async def pod_with_unprovisioned_claim(
+    api: ApiClient, namespace: str, podium: Any, storage: Storage, spec: dict[str, Any]
+) -> AsyncIterator[dict[str, Any]]:
+    """Pod ``p`` with claim ``data``, left to a provisioner that never acts, scheduled
+    by Podium under a SchedulerPolicy with ``spec``; yields the claim as first written."""
+    sched = f"{namespace}-v"[:63]
+    sc = f"{namespace}-dyn"
+    await storage.storage_class(make_storage_class(sc, provisioner="example.com/never"))
+    await storage.pvc(make_pvc("data", sc))
+    written = await storage.read_pvc("data")
+    async with scheduler_policy(api, sched, spec):
+        await podium()
+        await accepted(api, sched)
+        body = pod_with("p", "data")
+        body["spec"]["schedulerName"] = sched
+        await create_pod(api, namespace, body)
+        yield written
+
+
 @pytest.mark.usefixtures("crd")
 async def test_a_claim_left_to_a_provisioner_times_out_after_bind_timeout(
     api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, storage: Storage
 ) -> None:
     """No provisioner acts: PreBind marks the selected node, waits bindTimeoutSeconds, fails."""
     (a,) = await node_factory([make_node(f"{namespace}-a")])
-    sched = f"{namespace}-vt"[:63]
-    sc = f"{namespace}-dyn"
-    await storage.storage_class(make_storage_class(sc, provisioner="example.com/never"))
-    await storage.pvc(make_pvc("data", sc))
     spec = {"pluginArgs": {"volumeBinding": {"bindTimeoutSeconds": 2}}}
-    async with scheduler_policy(api_client, sched, spec):
-        await podium()
-        body = pod_with("p", "data")
-        body["spec"]["schedulerName"] = sched
-        await accepted(api_client, sched)
-        await create_pod(api_client, namespace, body)
+    async with pod_with_unprovisioned_claim(api_client, namespace, podium, storage, spec):
 
         async def timed_out() -> str:
             events = await pod_events(api_client, namespace, "p", "FailedScheduling")
@@ -344,23 +355,15 @@ async def test_a_policy_without_volume_binding_binds_the_pod_and_leaves_its_clai
     """As kube-scheduler with VolumeBinding disabled: no PV or PVC writes, no PreBind wait;
     the pod binds at once even though its claim waits for a provisioner that never acts."""
     (a,) = await node_factory([make_node(f"{namespace}-a")])
-    sched = f"{namespace}-nv"[:63]
-    sc = f"{namespace}-dyn"
-    await storage.storage_class(make_storage_class(sc, provisioner="example.com/never"))
-    await storage.pvc(make_pvc("data", sc))
-    before = await storage.read_pvc("data")
     spec = {"filters": [{"name": "NodeResourcesFit"}]}
-    async with scheduler_policy(api_client, sched, spec):
-        await podium()
-        body = pod_with("p", "data")
-        body["spec"]["schedulerName"] = sched
-        await accepted(api_client, sched)
-        await create_pod(api_client, namespace, body)
+    async with pod_with_unprovisioned_claim(
+        api_client, namespace, podium, storage, spec
+    ) as written:
 
         async def bound() -> str:
             return await node_of(api_client, namespace, "p")
 
         assert await wait_for(bound, timeout=30, message="pod bound") == a
         claim = await storage.read_pvc("data")
-        assert claim["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+        assert claim["metadata"]["resourceVersion"] == written["metadata"]["resourceVersion"]
         assert claim["status"].get("phase") == "Pending"
