@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Check", "check_placements", "parse_quantity"]
+__all__ = ["Check", "check_placements", "node_selector_matches", "parse_quantity"]
 
 _QUANTITY = re.compile(
     r"^([+-]?(?:\d+\.?\d*|\.\d+))(?:[eE]([+-]?\d+))?(Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE])?$"
@@ -104,18 +104,22 @@ def _node_term_matches(term: Mapping[str, Any], node: Mapping[str, Any]) -> bool
     )
 
 
+def node_selector_matches(selector: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
+    """v1.NodeSelector semantics (terms ORed, expressions ANDed), as in PV node affinity."""
+    return any(_node_term_matches(term, node) for term in selector.get("nodeSelectorTerms") or ())
+
+
 def node_allowed(spec: Mapping[str, Any], node: Mapping[str, Any]) -> bool:
-    """nodeSelector and required node affinity (terms ORed, expressions ANDed)."""
+    """nodeSelector and required node affinity."""
     labels = node["labels"]
     if any(labels.get(k) != v for k, v in (spec.get("nodeSelector") or {}).items()):
         return False
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution"
     ) or {}
-    terms = required.get("nodeSelectorTerms")
-    if terms is None:
+    if required.get("nodeSelectorTerms") is None:
         return True
-    return any(_node_term_matches(term, node) for term in terms)
+    return node_selector_matches(required, node)
 
 
 # -- the check ---------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from bench.validate import node_selector_matches
 from podium.cache import Cache
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.objects import parse_node, parse_pod
@@ -241,7 +242,7 @@ def _equal_sized_and_valid(
 
     Validity is checked here from the scenario, not by Podium's own code: the
     PV is Available, of the claim's class, offers its access modes and size,
-    and its node affinity (``In`` terms, all the generator writes) admits the node.
+    and its node affinity admits the node (bench's API-semantics matcher).
     """
     if kube["node"] != mine["node"] or kube["pvs"].keys() != mine["pvs"].keys():
         return False
@@ -250,20 +251,14 @@ def _equal_sized_and_valid(
     labels = next(
         n["metadata"]["labels"] for n in scenario.nodes if n["metadata"]["name"] == mine["node"]
     )
+    node = {"name": mine["node"], "labels": labels}
 
     def size(pv: dict[str, Any]) -> Decimal:
         return parse_quantity(pv["spec"]["capacity"]["storage"])
 
     def admits(pv: dict[str, Any]) -> bool:
-        terms = pv["spec"].get("nodeAffinity", {}).get("required", {}).get("nodeSelectorTerms")
-        if not terms:
-            return True
-        for term in terms:
-            exprs = term["matchExpressions"]
-            assert all(e["operator"] == "In" for e in exprs), exprs
-            if all(labels.get(e["key"]) in e["values"] for e in exprs):
-                return True
-        return False
+        required = pv["spec"].get("nodeAffinity", {}).get("required")
+        return required is None or node_selector_matches(required, node)
 
     for claim_name, theirs in kube["pvs"].items():
         ours, phase = pvs[mine["pvs"][claim_name]]
