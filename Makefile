@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration e2e bench controlplane venv clean
+.PHONY: demo test lint typecheck unit integration e2e bench controlplane testtools venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,7 +35,10 @@ typecheck: $(STAMP)
 unit: $(STAMP)
 	$(PY) -m pytest tests/unit -q
 
-test: controlplane lint typecheck
+testtools:
+	hack/test-tools.sh
+
+test: controlplane testtools lint typecheck
 	$(PY) -m pytest tests -q -ra $(PYTEST_ARGS)
 
 bench: controlplane
