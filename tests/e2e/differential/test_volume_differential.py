@@ -129,12 +129,24 @@ async def _decide(api: ApiClient, ns: str, body: dict[str, Any], p: str) -> dict
         for cond in pod["status"].get("conditions") or []:
             if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
                 return {"node": "", "message": cond.get("message", ""), "pvs": {}}
-        pvs = await chosen_pvs()
         nominated = pod["status"].get("nominatedNodeName") or ""
-        if node or pvs or nominated:
+        if node or nominated or await chosen_pvs():
             await asyncio.sleep(SETTLE)  # every chosen PV written
-            return {"node": node or nominated, "message": "", "pvs": await chosen_pvs()}
+            return {"node": await chosen_node(), "message": "", "pvs": await chosen_pvs()}
         return None
+
+    async def chosen_node() -> str:
+        """The pod's node or nominated node, which kube-scheduler may write after the PVs."""
+
+        async def read() -> str | None:
+            raw = await core.read_namespaced_pod(name, ns, _preload_content=False)
+            pod = await raw.json()
+            return pod["spec"].get("nodeName") or pod["status"].get("nominatedNodeName") or None
+
+        try:
+            return await wait_for(read, timeout=10, interval=0.05, message=f"node of {name}")
+        except TimeoutError:
+            return ""
 
     return await wait_for(outcome, timeout=30, interval=0.05, message=f"decision on {name}")
 
