@@ -159,6 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from podium.gctune import tune_gc
     from podium.leader import LeaseSettings
     from podium.logs import configure_logging
     from podium.runtime import RunOptions, run_operator
@@ -190,6 +191,8 @@ def _run(args: argparse.Namespace) -> int:
         leader_election=lease,
         preemption=not args.disable_preemption,
     )
+
+    tune_gc()
 
     async def main() -> int:
         stop = asyncio.Event()
