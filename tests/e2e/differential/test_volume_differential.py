@@ -122,26 +122,27 @@ async def _decide(api: ApiClient, ns: str, body: dict[str, Any], p: str) -> dict
                 out[ref["name"]] = pv_name.removeprefix(p)
         return out
 
-    async def outcome() -> dict[str, Any] | None:
+    async def read_pod() -> dict[str, Any]:
         raw = await core.read_namespaced_pod(name, ns, _preload_content=False)
-        pod = await raw.json()
-        node = pod["spec"].get("nodeName") or ""
+        return cast(dict[str, Any], await raw.json())
+
+    def node_of(pod: dict[str, Any]) -> str:
+        """The pod's node, or its nominated node: kube-scheduler may write it after the PVs."""
+        return str(pod["spec"].get("nodeName") or pod["status"].get("nominatedNodeName") or "")
+
+    async def outcome() -> dict[str, Any] | None:
+        pod = await read_pod()
         for cond in pod["status"].get("conditions") or []:
             if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
                 return {"node": "", "message": cond.get("message", ""), "pvs": {}}
-        nominated = pod["status"].get("nominatedNodeName") or ""
-        if node or nominated or await chosen_pvs():
+        if node_of(pod) or await chosen_pvs():
             await asyncio.sleep(SETTLE)  # every chosen PV written
             return {"node": await chosen_node(), "message": "", "pvs": await chosen_pvs()}
         return None
 
     async def chosen_node() -> str:
-        """The pod's node or nominated node, which kube-scheduler may write after the PVs."""
-
-        async def read() -> str | None:
-            raw = await core.read_namespaced_pod(name, ns, _preload_content=False)
-            pod = await raw.json()
-            return pod["spec"].get("nodeName") or pod["status"].get("nominatedNodeName") or None
+        async def read() -> str:
+            return node_of(await read_pod())
 
         try:
             return await wait_for(read, timeout=10, interval=0.05, message=f"node of {name}")
