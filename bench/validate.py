@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from podium.pod_resources import pod_resources
+
 __all__ = ["Check", "check_placements", "node_selector_matches", "parse_quantity"]
 
 _QUANTITY = re.compile(
@@ -132,6 +134,7 @@ class _Pod:
     labels: Mapping[str, str]
     spec: Mapping[str, Any]
     node: Mapping[str, Any]
+    requests: Mapping[str, int]
 
     def domain(self, key: str) -> str | None:
         value = self.node["labels"].get(key)
@@ -180,20 +183,19 @@ def _term_namespaces(term: Mapping[str, Any], pod: _Pod) -> list[str] | None:
 
 
 def _check_fit(pods: Sequence[_Pod], nodes: Mapping[str, Mapping[str, Any]], check: Check) -> None:
-    used: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
+    """Requests counted by kube-scheduler's model (pod level, sidecars, overhead, resizes)."""
+    used: dict[str, Counter[str]] = defaultdict(Counter)
     for pod in pods:
         total = used[pod.node["name"]]
         total["pods"] += 1
-        for container in pod.spec.get("containers") or ():
-            for resource, amount in (
-                (container.get("resources") or {}).get("requests") or {}
-            ).items():
-                total[resource] += parse_quantity(amount)
+        total.update(pod.requests)
     for name, total in used.items():
         allocatable = nodes[name]["allocatable"]
         for resource, amount in total.items():
-            if amount > allocatable.get(resource, 0.0) * (1 + 1e-9):
-                check.add("NodeResourcesFit", f"node {name} has {resource} {amount:g} requested")
+            scale = 1000 if resource == "cpu" else 1
+            if amount > allocatable.get(resource, 0.0) * scale * (1 + 1e-9):
+                shown = amount / scale
+                check.add("NodeResourcesFit", f"node {name} has {resource} {shown:g} requested")
 
 
 def _check_pod_affinity(pods: Sequence[_Pod], index: _Index, check: Check) -> None:
@@ -309,8 +311,9 @@ def check_placements(
             check.on_deleted_nodes += 1
             continue
         meta = body.get("metadata") or {}
+        requests = pod_resources(spec, body.get("status") or {}, bound=True).requests
         pods.append(_Pod(meta["name"], meta.get("namespace", ""), meta.get("labels") or {}, spec,
-                         nodes[node_name]))  # fmt: skip
+                         nodes[node_name], requests))  # fmt: skip
     for pod in pods:
         if not node_allowed(pod.spec, pod.node):
             check.add("NodeAffinity", f"{pod.name} on {pod.node['name']} {pod.node['labels']}")

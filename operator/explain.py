@@ -45,6 +45,7 @@ from podium.algorithms.taint_toleration import untolerated
 from podium.cache import Cache
 from podium.framework import Cycle, IndexArray
 from podium.objects import PodInfo, Taint, Toleration, parse_node, parse_pod
+from podium.pod_resources import describe_requests, quantity_text
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
 from podium.preemption import post_filter
 from podium.profile import Profile
@@ -111,6 +112,9 @@ class Explanation:
     scheduler_name: str
     priority: int
     requests: dict[str, int]
+    # Where each request came from (pod level, resize status, containers, + overhead).
+    request_sources: dict[str, str]
+    qos: str
     profile: str
     policy_percentage: int
     nodes_total: int
@@ -145,6 +149,8 @@ class Explanation:
             "schedulerName": self.scheduler_name,
             "priority": self.priority,
             "requests": dict(self.requests),
+            "requestSources": dict(self.request_sources),
+            "qosClass": self.qos,
             "profile": self.profile,
             "percentageOfNodesToScore": {
                 "policy": self.policy_percentage,
@@ -229,17 +235,6 @@ def _abbreviation(names: Sequence[str]) -> dict[str, str]:
         short = "".join(c for c in name.rsplit("/", 1)[-1] if c.isupper()) or name
         out[name] = short if short not in out.values() else name
     return out
-
-
-def _quantity(resource: str, amount: int) -> str:
-    """A Kubernetes quantity no larger than ``amount``, ready to paste into a manifest."""
-    if resource == "cpu":
-        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
-    if resource in ("memory", "ephemeral-storage") or resource.startswith("hugepages-"):
-        for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if amount >= size and (amount % size == 0 or unit != "Gi"):
-                return f"{amount // size}{unit}"
-    return str(amount)
 
 
 def explain_pod(
@@ -331,6 +326,8 @@ def explain_pod(
         scheduler_name=pod.scheduler_name,
         priority=pod.priority,
         requests=dict(pod.requests),
+        request_sources={r: pod.request_sources.get(r, "containers") for r in pod.requests},
+        qos=pod.qos,
         profile=profile.policy or "<built-in>",
         policy_percentage=profile.percentage_of_nodes_to_score,
         nodes_total=len(snapshot),
@@ -496,14 +493,14 @@ def _resource_suggestions(
             if fits:
                 out.append(
                     f"{fits} node(s) would fit if the pod asked for ≤ "
-                    f"{_quantity(resource, threshold)} {resource} "
-                    f"(it asks for {_quantity(resource, asked)})"
+                    f"{quantity_text(resource, threshold)} {resource} "
+                    f"(it asks for {quantity_text(resource, asked)})"
                 )
     for _, i, free in sorted(multi, key=lambda m: (m[0], snapshot.names[m[1]]))[:_SUGGESTIONS]:
         trial = replace(pod, requests={**pod.requests, **free})
         fits = _feasible_count(profile, snapshot, trial)
         if fits:
-            wanted = " and ".join(f"≤ {_quantity(r, v)} {r}" for r, v in sorted(free.items()))
+            wanted = " and ".join(f"≤ {quantity_text(r, v)} {r}" for r, v in sorted(free.items()))
             out.append(
                 f"{fits} node(s) would fit (including {snapshot.names[i]}) if the pod "
                 f"asked for {wanted}"
@@ -594,18 +591,12 @@ def _table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     return lines
 
 
-def _format_requests(requests: Mapping[str, int]) -> str:
-    if not requests:
-        return "nothing (BestEffort)"
-    return ", ".join(f"{r} {_quantity(r, a)}" for r, a in sorted(requests.items()))
-
-
 def format_table(exp: Explanation, top: int | None = None) -> str:
     feasible = exp.feasible
     adaptive = " = adaptive" if not exp.policy_percentage else ""
     lines = [
         f"Pod {exp.pod} (schedulerName {exp.scheduler_name}, priority {exp.priority}) "
-        f"requests {_format_requests(exp.requests)}",
+        f"requests {describe_requests(exp.requests, exp.request_sources, exp.qos)}",
         f"Profile: {exp.profile}",
         f"All {exp.nodes_total} nodes evaluated: percentageOfNodesToScore forced to 100 "
         f"(the profile has {exp.policy_percentage}{adaptive}). Read-only: nothing was written.",

@@ -55,6 +55,8 @@ class ClusterEvent(enum.Flag):
     ASSIGNED_POD_ADD = enum.auto()
     ASSIGNED_POD_UPDATE = enum.auto()
     ASSIGNED_POD_DELETE = enum.auto()
+    # A bound pod's requests went down (UpdatePodScaleDown): an in-place resize freed room.
+    ASSIGNED_POD_SCALE_DOWN = enum.auto()
     VOLUME = enum.auto()
     POLICY = enum.auto()
 

@@ -14,11 +14,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from podium.pod_resources import pod_resources
 from podium.quantity import QuantityError, to_int, to_milli
 
 __all__ = [
-    "DEFAULT_MEMORY_REQUEST",
-    "DEFAULT_MILLI_CPU_REQUEST",
     "HostPort",
     "NodeInfo",
     "PodInfo",
@@ -28,11 +27,6 @@ __all__ = [
     "parse_node",
     "parse_pod",
 ]
-
-# Scoring treats a container without a request as asking for this much
-# (pkg/scheduler/util/pod_resources.go), so empty pods still spread out.
-DEFAULT_MILLI_CPU_REQUEST = 100
-DEFAULT_MEMORY_REQUEST = 200 * 1024 * 1024
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 Json = Mapping[str, Any]
@@ -80,10 +74,14 @@ class PodInfo:
     priority: int
     created: float
     labels: dict[str, str]
+    # What the pod asks of a node, from podium.pod_resources (kube-scheduler's model).
     requests: dict[str, int]
     nonzero_cpu: int
     nonzero_memory: int
-    best_effort: bool
+    score_cpu: int
+    score_memory: int
+    qos: str
+    request_sources: dict[str, str]
     host_ports: tuple[HostPort, ...]
     node_selector: dict[str, str]
     affinity: dict[str, Any]
@@ -112,6 +110,10 @@ class PodInfo:
     @property
     def bound(self) -> bool:
         return bool(self.node_name)
+
+    @property
+    def best_effort(self) -> bool:
+        return self.qos == "BestEffort"
 
 
 @dataclass(slots=True)
@@ -172,64 +174,6 @@ def _resource_list(value: object, problems: list[str]) -> dict[str, int]:
     return out
 
 
-def _add(total: dict[str, int], extra: Mapping[str, int]) -> None:
-    for name, amount in extra.items():
-        total[name] = total.get(name, 0) + amount
-
-
-def _max_into(total: dict[str, int], other: Mapping[str, int]) -> None:
-    for name, amount in other.items():
-        if amount > total.get(name, 0):
-            total[name] = amount
-
-
-def _pod_requests(
-    spec: Json, problems: list[str], defaults: Mapping[str, int] | None
-) -> dict[str, int]:
-    """resourcehelper.PodRequests: containers, sidecars, the largest init step, overhead.
-
-    With ``defaults``, a container missing a cpu or memory request counts as
-    the default instead (NonMissingContainerRequests), as scoring does.
-    """
-
-    def container_requests(container: object) -> dict[str, int]:
-        reqs = _resource_list(_dict(_dict(container).get("resources")).get("requests"), problems)
-        if defaults is not None:
-            for name, amount in defaults.items():
-                reqs.setdefault(name, amount)
-        return reqs
-
-    total: dict[str, int] = {}
-    for container in _list(spec.get("containers")):
-        _add(total, container_requests(container))
-    sidecars: dict[str, int] = {}
-    init_peak: dict[str, int] = {}
-    for container in _list(spec.get("initContainers")):
-        reqs = container_requests(container)
-        if _dict(container).get("restartPolicy") == "Always":
-            _add(total, reqs)
-            _add(sidecars, reqs)
-            step = dict(sidecars)
-        else:
-            step = dict(sidecars)
-            _add(step, reqs)
-        _max_into(init_peak, step)
-    _max_into(total, init_peak)
-    _add(total, _resource_list(spec.get("overhead"), problems))
-    total.pop("pods", None)
-    return total
-
-
-def _best_effort(spec: Json) -> bool:
-    for container in _list(spec.get("containers")) + _list(spec.get("initContainers")):
-        resources = _dict(_dict(container).get("resources"))
-        for part in ("requests", "limits"):
-            values = _dict(resources.get(part))
-            if "cpu" in values or "memory" in values:
-                return False
-    return True
-
-
 def _host_ports(spec: Json) -> tuple[HostPort, ...]:
     ports: list[HostPort] = []
     containers = _list(spec.get("containers")) + [
@@ -271,11 +215,8 @@ def parse_pod(body: Json) -> PodInfo:
     meta = _dict(body.get("metadata"))
     spec = _dict(body.get("spec"))
     status = _dict(body.get("status"))
-    problems: list[str] = []
-    requests = _pod_requests(spec, problems, None)
-    nonzero = _pod_requests(
-        spec, [], {"cpu": DEFAULT_MILLI_CPU_REQUEST, "memory": DEFAULT_MEMORY_REQUEST}
-    )
+    node_name = str(spec.get("nodeName") or "")
+    resources = pod_resources(spec, status, bound=bool(node_name))
     priority = spec.get("priority")
     containers = _list(spec.get("initContainers")) + _list(spec.get("containers"))
     conditions = {
@@ -286,14 +227,17 @@ def parse_pod(body: Json) -> PodInfo:
         namespace=str(meta.get("namespace") or "default"),
         name=str(meta.get("name") or ""),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
-        node_name=str(spec.get("nodeName") or ""),
+        node_name=node_name,
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         created=_parse_time(meta.get("creationTimestamp")),
         labels=_str_map(meta.get("labels")),
-        requests=requests,
-        nonzero_cpu=nonzero.get("cpu", 0),
-        nonzero_memory=nonzero.get("memory", 0),
-        best_effort=_best_effort(spec),
+        requests=resources.requests,
+        nonzero_cpu=resources.nonzero_cpu,
+        nonzero_memory=resources.nonzero_memory,
+        score_cpu=resources.score_cpu,
+        score_memory=resources.score_memory,
+        qos=resources.qos,
+        request_sources=resources.sources,
         host_ports=_host_ports(spec),
         node_selector=_str_map(spec.get("nodeSelector")),
         affinity=_dict(spec.get("affinity")),
@@ -313,7 +257,7 @@ def parse_pod(body: Json) -> PodInfo:
         resource_version=str(meta.get("resourceVersion") or ""),
         conditions=conditions,
         raw=body,
-        problem="; ".join(problems),
+        problem="; ".join(resources.problems),
     )
 
 

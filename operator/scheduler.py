@@ -26,6 +26,7 @@ from podium.framework import ClusterEvent
 from podium.kube import ApiError, KubeClient
 from podium.metrics import Metrics
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.pod_resources import requests_decreased
 from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_nominated_node
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
@@ -195,8 +196,14 @@ class PodiumScheduler:
             self.queue.delete(pod.uid)
             if known is None or known.assumed:
                 self.queue.on_event(ClusterEvent.ASSIGNED_POD_ADD)
-            elif known.pod.labels != pod.labels:
-                self.queue.on_event(ClusterEvent.ASSIGNED_POD_UPDATE)
+                return
+            event = ClusterEvent(0)
+            if known.pod.labels != pod.labels:
+                event |= ClusterEvent.ASSIGNED_POD_UPDATE
+            if requests_decreased(known.pod.requests, pod.requests):
+                event |= ClusterEvent.ASSIGNED_POD_SCALE_DOWN
+            if event:
+                self.queue.on_event(event)
             return
         if not self.serves(pod.scheduler_name) or pod.deleting or pod.terminal:
             self.queue.delete(pod.uid)

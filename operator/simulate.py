@@ -31,6 +31,7 @@ import yaml
 from podium.algorithm import Scheduler, schedule
 from podium.cache import Cache
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.pod_resources import describe_requests
 from podium.policy import PolicyError, build_profile, default_profile
 from podium.profile import Profile
 from podium.snapshot import Snapshot
@@ -254,6 +255,7 @@ class SimPlacement:
     total: int | None
     tied: bool
     priority: int
+    requests: str
 
 
 @dataclass(slots=True)
@@ -262,6 +264,7 @@ class SimFailure:
     message: str
     reasons: dict[str, int]
     priority: int
+    requests: str
 
 
 @dataclass(slots=True)
@@ -278,6 +281,11 @@ class SimulationResult:
 
     def metrics(self) -> dict[str, Any]:
         return cluster_metrics(self)
+
+
+def _requests(pod: PodInfo) -> str:
+    """What the pod asks, with where pod-level or resize values came from."""
+    return describe_requests(pod.requests, pod.request_sources, pod.qos)
 
 
 def build_cache(nodes: Iterable[NodeInfo], bound: Iterable[PodInfo]) -> Cache:
@@ -349,7 +357,9 @@ def simulate(
         elif pod.scheduling_gates:
             skipped.append((pod.key, f"scheduling gates: {', '.join(pod.scheduling_gates)}"))
         elif pod.problem:
-            failures[pod.uid] = SimFailure(pod.key, f"invalid pod: {pod.problem}", {}, pod.priority)
+            failures[pod.uid] = SimFailure(
+                pod.key, f"invalid pod: {pod.problem}", {}, pod.priority, _requests(pod)
+            )
         else:
             todo.append(pod)
 
@@ -361,7 +371,7 @@ def simulate(
             snapshot.update(cache)
             if len(snapshot) == 0:
                 failures[pod.uid] = SimFailure(
-                    pod.key, "no nodes available to schedule pods", {}, pod.priority
+                    pod.key, "no nodes available to schedule pods", {}, pod.priority, _requests(pod)
                 )
                 continue
             placement = schedule(profile, snapshot, pod, state)
@@ -369,7 +379,11 @@ def simulate(
                 diagnosis = placement.diagnosis
                 assert diagnosis is not None
                 failures[pod.uid] = SimFailure(
-                    pod.key, diagnosis.message(), dict(diagnosis.reasons), pod.priority
+                    pod.key,
+                    diagnosis.message(),
+                    dict(diagnosis.reasons),
+                    pod.priority,
+                    _requests(pod),
                 )
                 retry.append(pod)
                 continue
@@ -377,7 +391,9 @@ def simulate(
             totals = placement.totals
             tied = totals is not None and int(np.count_nonzero(totals == totals.max())) > 1
             best = int(totals.max()) if totals is not None else None
-            placements.append(SimPlacement(pod.key, placement.node, best, tied, pod.priority))
+            placements.append(
+                SimPlacement(pod.key, placement.node, best, tied, pod.priority, _requests(pod))
+            )
             placed[placement.node] += 1
             cache.assume_pod(pod, placement.node)
             if pod_claims(pod) and volume_binding(profile) is not None:
@@ -474,11 +490,12 @@ def result_dict(result: SimulationResult) -> dict[str, Any]:
         "schedulerName": result.profile.scheduler_name,
         "metrics": result.metrics(),
         "placements": [
-            {"pod": p.pod, "node": p.node, "score": p.total, "tied": p.tied}
+            {"pod": p.pod, "node": p.node, "score": p.total, "tied": p.tied, "requests": p.requests}
             for p in result.placements
         ],
         "unschedulable": [
-            {"pod": f.pod, "message": f.message, "reasons": f.reasons} for f in result.unschedulable
+            {"pod": f.pod, "message": f.message, "reasons": f.reasons, "requests": f.requests}
+            for f in result.unschedulable
         ],
         "skipped": [{"pod": pod, "why": why} for pod, why in result.skipped],
         "nodeUtilisation": node_rows(result),
@@ -548,9 +565,15 @@ def format_result(result: SimulationResult, pending: int) -> str:
     if len(result.placements) <= PLACEMENT_ROWS:
         lines.append("PLACEMENTS")
         lines += _table(
-            ("POD", "NODE", "SCORE", "TIE"),
+            ("POD", "NODE", "SCORE", "TIE", "REQUESTS"),
             (
-                (p.pod, p.node, "only fit" if p.total is None else p.total, "tie" if p.tied else "")
+                (
+                    p.pod,
+                    p.node,
+                    "only fit" if p.total is None else p.total,
+                    "tie" if p.tied else "",
+                    p.requests,
+                )
                 for p in result.placements
             ),
         )
@@ -565,7 +588,7 @@ def format_result(result: SimulationResult, pending: int) -> str:
     if result.unschedulable:
         lines += ["", f"UNSCHEDULABLE ({len(result.unschedulable)})"]
         shown = result.unschedulable[:PLACEMENT_ROWS]
-        lines += _table(("POD", "WHY"), ((f.pod, f.message) for f in shown))
+        lines += _table(("POD", "REQUESTS", "WHY"), ((f.pod, f.requests, f.message) for f in shown))
         if len(result.unschedulable) > len(shown):
             lines.append(f"... and {len(result.unschedulable) - len(shown)} more (-o json)")
     if result.skipped:

@@ -1,9 +1,10 @@
 """NodeResourcesFit: requests must fit in free allocatable; scoring strategies.
 
-The filter uses the pod's real requests. Scoring follows
+Requests come from ``podium.pod_resources`` (pod-level resources, sidecars,
+overhead, and for bound pods the resize status). Scoring follows
 ``resourceAllocationScorer``: cpu and memory count containers without a
-request as 100m / 200Mi, and extended resources the pod does not ask for are
-left out of the score.
+request as 100m / 200Mi where pod-level requests leave them open, and scalar
+resources the pod does not ask for are left out of the score.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.pod_resources import is_extended_resource, is_scalar_resource
 
 TOO_MANY_PODS = "Too many pods"
 DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
 DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, 10), (100, 0))
 # Keeps (allocatable - requested) * 100 inside int64 for absurd node sizes.
 _CLIP = 2**56
-_NATIVE = frozenset({"cpu", "memory", "ephemeral-storage"})
 
 
 def requested_and_allocatable(
@@ -44,12 +45,12 @@ def requested_and_allocatable(
         return zeros, zeros
     allocatable = np.minimum(snap.allocatable[nodes, col], _CLIP)
     if resource == "cpu" and not use_requested:
-        requested = snap.nonzero_cpu[nodes] + pod.nonzero_cpu
+        requested = snap.nonzero_cpu[nodes] + pod.score_cpu
     elif resource == "memory" and not use_requested:
-        requested = snap.nonzero_memory[nodes] + pod.nonzero_memory
+        requested = snap.nonzero_memory[nodes] + pod.score_memory
     else:
         amount = pod.requests.get(resource, 0)
-        if amount == 0 and resource not in _NATIVE:
+        if amount == 0 and is_scalar_resource(resource):
             return zeros, zeros
         requested = snap.requested[nodes, col] + amount
     return np.minimum(requested, _CLIP), allocatable
@@ -94,7 +95,10 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
     )
     default_weight = 1
     events = (
-        ClusterEvent.NODE_ADD | ClusterEvent.NODE_ALLOCATABLE | ClusterEvent.ASSIGNED_POD_DELETE
+        ClusterEvent.NODE_ADD
+        | ClusterEvent.NODE_ALLOCATABLE
+        | ClusterEvent.ASSIGNED_POD_DELETE
+        | ClusterEvent.ASSIGNED_POD_SCALE_DOWN
     )
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
@@ -111,7 +115,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         self.ignored_groups = frozenset(self.args.get("ignoredResourceGroups") or ())
 
     def _ignored(self, resource: str) -> bool:
-        if resource in _NATIVE or "/" not in resource or resource.startswith("kubernetes.io/"):
+        if not is_extended_resource(resource):
             return False
         return resource in self.ignored or resource.split("/", 1)[0] in self.ignored_groups
 

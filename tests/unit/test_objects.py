@@ -4,7 +4,8 @@ from typing import Any
 
 import pytest
 
-from podium.objects import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST, parse_node, parse_pod
+from podium.objects import parse_node, parse_pod
+from podium.pod_resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from tests.unit.builders import node, pod
 
 
