@@ -191,6 +191,15 @@ class PodiumScheduler:
             self._pod_gone(pod.uid)
             return
         if pod.bound:
+            if pod.problem:
+                # Counted with the values that parsed; the API server never stores such a pod.
+                log.warning(
+                    "bound_pod_parse_problems",
+                    pod=pod.name,
+                    namespace=pod.namespace,
+                    node=pod.node_name,
+                    reasons=pod.problem,
+                )
             known = self.cache.pods.get(pod.uid)
             self.cache.add_pod(pod)
             self.queue.delete(pod.uid)
