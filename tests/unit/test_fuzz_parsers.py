@@ -221,7 +221,9 @@ condition = st.fixed_dictionaries(
     {},
     optional={
         "type": maybe_junk(
-            st.sampled_from(["Ready", "PodScheduled", "MemoryPressure", "DiskPressure"])
+            st.sampled_from(
+                ["Ready", "PodScheduled", "MemoryPressure", "DiskPressure", "PodResizePending"]
+            )
         ),
         "status": maybe_junk(st.sampled_from(["True", "False", "Unknown"])),
         "reason": maybe_junk(word),
@@ -252,6 +254,9 @@ pod_spec = st.fixed_dictionaries(
         "containers": maybe_junk(st.lists(maybe_junk(container), max_size=3)),
         "initContainers": maybe_junk(st.lists(maybe_junk(container), max_size=2)),
         "overhead": resource_list,
+        "resources": maybe_junk(
+            st.fixed_dictionaries({}, optional={"requests": resource_list, "limits": resource_list})
+        ),
         "nodeSelector": label_map,
         "affinity": maybe_junk(affinity),
         "tolerations": maybe_junk(st.lists(maybe_junk(toleration), max_size=3)),
@@ -263,10 +268,25 @@ pod_spec = st.fixed_dictionaries(
         "preemptionPolicy": maybe_junk(st.sampled_from(["Never", "PreemptLowerPriority"])),
     },
 )
+container_status = st.fixed_dictionaries(
+    {},
+    optional={
+        "name": maybe_junk(word),
+        "allocatedResources": resource_list,
+        "resources": maybe_junk(
+            st.fixed_dictionaries({}, optional={"requests": resource_list, "limits": resource_list})
+        ),
+    },
+)
 pod_status = st.fixed_dictionaries(
     {},
     optional={
         "phase": maybe_junk(st.sampled_from(["Pending", "Running", "Succeeded", "Failed"])),
+        "qosClass": maybe_junk(st.sampled_from(["BestEffort", "Burstable", "Guaranteed"])),
+        "containerStatuses": maybe_junk(st.lists(maybe_junk(container_status), max_size=2)),
+        "initContainerStatuses": maybe_junk(st.lists(maybe_junk(container_status), max_size=1)),
+        "allocatedResources": resource_list,
+        "resources": maybe_junk(st.fixed_dictionaries({}, optional={"requests": resource_list})),
         "conditions": maybe_junk(st.lists(maybe_junk(condition), max_size=2)),
         "nominatedNodeName": maybe_junk(node_name),
     },
