@@ -76,6 +76,9 @@ class Placement:
     totals: IntArray | None = None
     plugin_scores: dict[str, IntArray] = field(default_factory=dict)
     nominated: str = ""
+    # Time spent in each extension point, for scheduler_framework_extension_point_duration.
+    prefilter_seconds: float = 0.0
+    filter_seconds: float = 0.0
     score_seconds: float = 0.0
     # The filters' Diagnosis on success too, for decision records' rejection counts.
     filtered: Diagnosis | None = None
@@ -195,6 +198,7 @@ def schedule(
     )
     allowed: frozenset[str] | None = None
     restricting: list[str] = []
+    prefilter_started = time.perf_counter()
     for plugin in profile.filters:
         result = plugin.pre_filter(cycle)
         if result is None:
@@ -204,7 +208,9 @@ def schedule(
             diagnosis.prefilter_plugin = plugin.name
             diagnosis.rejected_by.add(plugin.name)
             diagnosis.status[:] = UNRESOLVABLE if result.unresolvable else UNSCHEDULABLE
-            return Placement(diagnosis=diagnosis)
+            return Placement(
+                diagnosis=diagnosis, prefilter_seconds=time.perf_counter() - prefilter_started
+            )
         if result.node_names is not None:
             allowed = result.node_names if allowed is None else allowed & result.node_names
             diagnosis.rejected_by.add(plugin.name)
@@ -219,8 +225,12 @@ def schedule(
                 )
                 diagnosis.prefilter_plugin = plugin.name
                 diagnosis.status[:] = UNRESOLVABLE
-                return Placement(diagnosis=diagnosis)
+                return Placement(
+                    diagnosis=diagnosis, prefilter_seconds=time.perf_counter() - prefilter_started
+                )
 
+    filter_started = time.perf_counter()
+    prefilter_seconds = filter_started - prefilter_started
     edits = reserve_nominated(snapshot, pod, nominated)
     try:
         node = nominated_node or pod.nominated_node
@@ -230,14 +240,26 @@ def schedule(
             nodes = np.array([row], dtype=np.intp)
             if _run_filters(profile, cycle, nodes, None).size:
                 return Placement(
-                    node=node, evaluated=1, feasible=1, candidates=nodes, nominated=node
+                    node=node,
+                    evaluated=1,
+                    feasible=1,
+                    candidates=nodes,
+                    nominated=node,
+                    prefilter_seconds=prefilter_seconds,
+                    filter_seconds=time.perf_counter() - filter_started,
                 )
         candidates, processed = _find_feasible(
             profile, snapshot, cycle, state, diagnosis, allowed, restricting
         )
     finally:
         release_nominated(snapshot, edits)
-    placement = Placement(evaluated=processed, feasible=int(candidates.size), filtered=diagnosis)
+    placement = Placement(
+        evaluated=processed,
+        feasible=int(candidates.size),
+        filtered=diagnosis,
+        prefilter_seconds=prefilter_seconds,
+        filter_seconds=time.perf_counter() - filter_started,
+    )
     if candidates.size == 0:
         placement.diagnosis = diagnosis
         return placement

@@ -60,7 +60,6 @@ class PodState:
     pod: PodInfo
     node: str
     assumed: bool
-    binding_finished: bool = False
 
 
 class Cache:
@@ -137,11 +136,6 @@ class Cache:
             raise CacheError(f"pod {pod.key} is already in the cache")
         self._place(pod, node, assumed=True)
 
-    def finish_binding(self, pod: PodInfo) -> None:
-        current = self.pods.get(pod.uid)
-        if current is not None and current.assumed:
-            current.binding_finished = True
-
     def forget_pod(self, pod: PodInfo) -> None:
         """Release an assumption after a bind that certainly did not happen."""
         current = self.pods.get(pod.uid)
@@ -163,8 +157,6 @@ class Cache:
                 return
             self._remove(pod.uid)
         self._place(pod, pod.node_name, assumed=False)
-
-    update_pod = add_pod
 
     def remove_pod(self, uid: str) -> PodInfo | None:
         current = self._remove(uid)

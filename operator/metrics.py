@@ -68,7 +68,8 @@ class Metrics:
         )
         self.sli = Histogram(
             "scheduler_pod_scheduling_sli_duration_seconds",
-            "E2e latency for a pod being scheduled, from the time the pod enters the queue.",
+            "E2e latency for a pod being scheduled, from its first scheduling attempt "
+            "(gated time does not count).",
             ["attempts"],
             buckets=_SLI_BUCKETS,
             registry=r,

@@ -60,6 +60,8 @@ class QueuedPod:
     where: Where = "active"
     # A newer copy of the pod that arrived while this one was in flight.
     pending_update: PodInfo | None = None
+    # Moved out of the unschedulable set by the periodic flush, not by an event.
+    flushed: bool = False
 
 
 class SchedulingQueue:
@@ -71,6 +73,8 @@ class SchedulingQueue:
         self.settings = settings or QueueSettings()
         self.clock = clock
         self.entries: dict[str, QueuedPod] = {}
+        # The unschedulable entries, so that cluster events and flushes scan only those.
+        self._unschedulable: dict[str, QueuedPod] = {}
         self._active: list[tuple[int, float, int, str]] = []
         self._backoff: list[tuple[float, int, str]] = []
         self._seq = itertools.count()
@@ -99,8 +103,15 @@ class SchedulingQueue:
         return uid in self.entries
 
     # -- placement ---------------------------------------------------------------
+    def _set_where(self, entry: QueuedPod, where: Where) -> None:
+        if entry.where == "unschedulable":
+            self._unschedulable.pop(entry.pod.uid, None)
+        entry.where = where
+        if where == "unschedulable":
+            self._unschedulable[entry.pod.uid] = entry
+
     def _push_active(self, entry: QueuedPod) -> None:
-        entry.where = "active"
+        self._set_where(entry, "active")
         pod = entry.pod
         heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
         self._wakeup.set()
@@ -118,13 +129,13 @@ class SchedulingQueue:
         if expiry <= self.clock():
             self._push_active(entry)
             return
-        entry.where = "backoff"
+        self._set_where(entry, "backoff")
         heapq.heappush(self._backoff, (expiry, next(self._seq), entry.pod.uid))
         self._backoff_changed.set()
 
     def _place(self, entry: QueuedPod) -> None:
         if entry.pod.scheduling_gates:
-            entry.where = "gated"
+            self._set_where(entry, "gated")
         elif entry.attempts == 0:
             self._push_active(entry)
         else:
@@ -150,13 +161,13 @@ class SchedulingQueue:
             # An update to the pod itself may make it fit (UpdatePodToleration, ...).
             self._push_backoff(entry)
         elif not was_gated and pod.scheduling_gates:
-            entry.where = "gated"
+            self._set_where(entry, "gated")
 
     def delete(self, uid: str) -> None:
         """The pod was deleted, bound elsewhere, or no longer asks for this scheduler."""
         entry = self.entries.pop(uid, None)
         if entry is not None:
-            entry.where = "gated"  # heap entries for it are skipped from now on
+            self._set_where(entry, "gated")  # heap entries for it are skipped from now on
 
     # -- the scheduling loop ------------------------------------------------------------
     async def pop(self) -> QueuedPod:
@@ -168,7 +179,7 @@ class SchedulingQueue:
                     continue
                 self.scheduling_cycle += 1
                 entry.cycle = self.scheduling_cycle
-                entry.where = "in_flight"
+                self._set_where(entry, "in_flight")
                 entry.attempts += 1
                 if entry.first_attempt == 0.0:
                     entry.first_attempt = self.clock()
@@ -188,31 +199,27 @@ class SchedulingQueue:
             entry.pod, entry.pending_update = entry.pending_update, None
         entry.rejected_by = rejected_by
         entry.error = error
+        entry.flushed = False
         entry.last_failure = self.clock()
         if entry.pod.scheduling_gates:
-            entry.where = "gated"
+            self._set_where(entry, "gated")
         elif error or not rejected_by or self.move_request_cycle >= entry.cycle:
             self._push_backoff(entry)
         else:
-            entry.where = "unschedulable"
+            self._set_where(entry, "unschedulable")
 
     def done(self, uid: str) -> None:
         """The pod was bound (or assumed and handed to the binder)."""
-        self.entries.pop(uid, None)
-
-    def retry_now(self, entry: QueuedPod) -> None:
-        """Back into activeQ at once; used when a policy for the pod appears."""
-        if self.entries.get(entry.pod.uid) is entry and entry.where != "in_flight":
-            self._push_active(entry)
+        entry = self.entries.pop(uid, None)
+        if entry is not None:
+            self._set_where(entry, "gated")  # heap entries for it are skipped from now on
 
     # -- cluster events -------------------------------------------------------------------
     def on_event(self, event: ClusterEvent) -> int:
         """Move unschedulable pods whose rejecting plugins care about ``event``."""
         self.move_request_cycle = self.scheduling_cycle
         moved = 0
-        for entry in list(self.entries.values()):
-            if entry.where != "unschedulable":
-                continue
+        for entry in list(self._unschedulable.values()):
             if any(self.interest.get(p, ClusterEvent(0)) & event for p in entry.rejected_by):
                 self._push_backoff(entry)
                 moved += 1
@@ -237,11 +244,9 @@ class SchedulingQueue:
         """Safety net: pods unschedulable for longer than the flush interval get another try."""
         now = self.clock()
         moved = 0
-        for entry in list(self.entries.values()):
-            if (
-                entry.where == "unschedulable"
-                and now - entry.last_failure >= self.settings.unschedulable_flush
-            ):
+        for entry in list(self._unschedulable.values()):
+            if now - entry.last_failure >= self.settings.unschedulable_flush:
+                entry.flushed = True
                 self._push_backoff(entry)
                 moved += 1
         return moved

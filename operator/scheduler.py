@@ -410,10 +410,10 @@ class PodiumScheduler:
         elapsed = time.perf_counter() - started
         status = "Success" if placement.node else "Unschedulable"
         points = self.metrics.extension_point
-        points.labels("Score", status, profile.scheduler_name).observe(placement.score_seconds)
-        points.labels("Filter", status, profile.scheduler_name).observe(
-            elapsed - placement.score_seconds
-        )
+        name = profile.scheduler_name
+        points.labels("PreFilter", status, name).observe(placement.prefilter_seconds)
+        points.labels("Filter", status, name).observe(placement.filter_seconds)
+        points.labels("Score", status, name).observe(placement.score_seconds)
         if not placement.node:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
@@ -543,12 +543,16 @@ class PodiumScheduler:
             record["duration_ms"] = round((time.perf_counter() - started) * 1000, 3)
             log.info(EVENT, **record)
         if outcome is BindOutcome.BOUND:
-            self.cache.finish_binding(pod)
             self.queue.done(pod.uid)
             total = time.perf_counter() - started
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
-            self.metrics.sli.labels(str(entry.attempts)).observe(time.monotonic() - entry.added)
+            if entry.first_attempt:
+                attempts = "15+" if entry.attempts >= 15 else str(entry.attempts)
+                waited = self.queue.clock() - entry.first_attempt
+                self.metrics.sli.labels(attempts).observe(waited)
+            if entry.flushed:
+                self.metrics.flushed.inc()
             if record is None:
                 log.info(
                     "scheduled",

@@ -17,7 +17,6 @@ def test_assumed_pod_counts_until_confirmed_and_never_expires() -> None:
     cache = _cache("n1")
     p = parse_pod(pod("p", cpu="1"))
     cache.assume_pod(p, "n1")
-    cache.finish_binding(p)
     assert cache.requested_on("n1")["cpu"] == 1000
     bound = parse_pod({**p.raw, "spec": {**p.raw["spec"], "nodeName": "n1"}})
     cache.add_pod(bound)

@@ -471,9 +471,9 @@ small_node = st.builds(
 step: st.SearchStrategy[tuple[str, Any, Mapping[str, Any]]] = st.one_of(
     st.tuples(st.just("pod"), st.sampled_from([None, "ADDED", "MODIFIED", "DELETED"]), small_pod),
     st.tuples(st.just("node"), st.sampled_from([None, "ADDED", "MODIFIED", "DELETED"]), small_node),
-    # A scheduling cycle assumes a queued pod on a node; its bind then ends one way or another.
+    # A scheduling cycle assumes a queued pod on a node; a failed bind forgets it, a successful
+    # one is confirmed by the watch (a pod event).
     st.tuples(st.just("assume"), st.sampled_from(["n1", "n2"]), st.just({})),
-    st.tuples(st.just("finish"), st.none(), st.just({})),
     st.tuples(st.just("forget"), st.none(), st.just({})),
 )
 
@@ -495,10 +495,7 @@ def _apply(scheduler: PodiumScheduler, op: str, arg: Any, body: Mapping[str, Any
     else:
         assumed = cache.assumed_pods()
         if assumed:
-            if op == "finish":
-                cache.finish_binding(assumed[0].pod)
-            else:
-                cache.forget_pod(assumed[0].pod)
+            cache.forget_pod(assumed[0].pod)
 
 
 @FUZZ

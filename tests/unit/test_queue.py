@@ -74,6 +74,16 @@ async def test_errors_always_back_off_and_flush_rescues_unschedulable() -> None:
     assert (first.where, second.where) == ("backoff", "unschedulable")
     clock.now += 301
     assert queue.flush_unschedulable() == 1
+    # A pod the flush moved is counted by scheduler_pod_scheduled_after_flush_total if it
+    # binds; failing again clears the mark, as kube-scheduler's WasFlushedFromUnschedulable.
+    assert (first.flushed, second.flushed) == (False, True)
+    clock.now += 60
+    queue.flush_backoff()
+    again = await queue.pop()
+    assert again is second
+    queue.requeue(again, rejected_by=frozenset({"TaintToleration"}))
+    assert not again.flushed
+    assert queue.flush_unschedulable() == 0
 
 
 async def test_gated_pods_wait_until_last_gate_removed() -> None:
