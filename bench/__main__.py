@@ -92,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         metavar="ARG",
         dest="podium_args",
-        help="extra argument for `podium run` (repeatable), e.g. --podium-arg=--workers=2",
+        help="extra argument for `podium run` (repeatable), e.g. --podium-arg=--log-level=DEBUG",
     )
     parser.add_argument(
         "--list", action="store_true", help="list the cases and their sizes, then exit"

@@ -47,7 +47,6 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--kubeconfig", help="kubeconfig file (default: in-cluster, then $KUBECONFIG)")
     run.add_argument("--context", help="kubeconfig context")
     run.add_argument("--scheduler-name", default="podium", help="built-in profile's schedulerName")
-    run.add_argument("--workers", type=_positive, default=1, help="scheduling loops")
     run.add_argument("--metrics-port", type=_port, default=0, help="/metrics, /healthz, /readyz")
     run.add_argument("--metrics-host", default="0.0.0.0", help="address for the metrics endpoint")
     run.add_argument(
@@ -183,7 +182,6 @@ def _run(args: argparse.Namespace) -> int:
         kubeconfig=args.kubeconfig,
         context=args.context,
         scheduler_name=args.scheduler_name,
-        workers=args.workers,
         metrics_host=args.metrics_host,
         metrics_port=args.metrics_port,
         watch_timeout=float(args.watch_timeout),

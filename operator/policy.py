@@ -50,7 +50,6 @@ class _Bounds:
 
 _INT_FIELDS = {
     "percentageOfNodesToScore": _Bounds(0, 100),
-    "parallelism": _Bounds(1, 256),
     "podInitialBackoffSeconds": _Bounds(1, 3600),
     "podMaxBackoffSeconds": _Bounds(1, 3600),
     "unschedulableFlushSeconds": _Bounds(1, 3600),
@@ -160,7 +159,6 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         filters=filters,
         scores=scores,
         percentage_of_nodes_to_score=_int(spec, "percentageOfNodesToScore", 0),
-        parallelism=_int(spec, "parallelism", 16),
         initial_backoff=float(initial),
         max_backoff=float(maximum),
         unschedulable_flush=float(_int(spec, "unschedulableFlushSeconds", 300)),

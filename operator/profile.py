@@ -48,7 +48,6 @@ class Profile:
     filters: list[FilterPlugin] = field(default_factory=list)
     scores: list[tuple[ScorePlugin, int]] = field(default_factory=list)
     percentage_of_nodes_to_score: int = 0
-    parallelism: int = 16
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     unschedulable_flush: float = 300.0

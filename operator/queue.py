@@ -71,6 +71,8 @@ class SchedulingQueue:
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.settings = settings or QueueSettings()
+        # Backoff and flush per schedulerName, from each profile; others use ``settings``.
+        self.profile_settings: dict[str, QueueSettings] = {}
         self.clock = clock
         self.entries: dict[str, QueuedPod] = {}
         # The unschedulable entries, so that cluster events and flushes scan only those.
@@ -116,16 +118,20 @@ class SchedulingQueue:
         heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
         self._wakeup.set()
 
-    def _backoff_duration(self, attempts: int) -> float:
-        duration = self.settings.initial_backoff
+    def settings_for(self, pod: PodInfo) -> QueueSettings:
+        return self.profile_settings.get(pod.scheduler_name, self.settings)
+
+    def backoff_duration(self, pod: PodInfo, attempts: int) -> float:
+        settings = self.settings_for(pod)
+        duration = settings.initial_backoff
         for _ in range(1, attempts):
             duration *= 2
-            if duration >= self.settings.max_backoff:
-                return self.settings.max_backoff
-        return min(duration, self.settings.max_backoff)
+            if duration >= settings.max_backoff:
+                return settings.max_backoff
+        return min(duration, settings.max_backoff)
 
     def _push_backoff(self, entry: QueuedPod) -> None:
-        expiry = entry.last_failure + self._backoff_duration(entry.attempts)
+        expiry = entry.last_failure + self.backoff_duration(entry.pod, entry.attempts)
         if expiry <= self.clock():
             self._push_active(entry)
             return
@@ -245,7 +251,7 @@ class SchedulingQueue:
         now = self.clock()
         moved = 0
         for entry in list(self._unschedulable.values()):
-            if now - entry.last_failure >= self.settings.unschedulable_flush:
+            if now - entry.last_failure >= self.settings_for(entry.pod).unschedulable_flush:
                 entry.flushed = True
                 self._push_backoff(entry)
                 moved += 1

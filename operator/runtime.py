@@ -44,7 +44,6 @@ class RunOptions:
     kubeconfig: str | None = None
     context: str | None = None
     scheduler_name: str = "podium"
-    workers: int = 1
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 0  # 0 disables the endpoint
     watch_timeout: float = 300.0
@@ -203,7 +202,6 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         binder,
         {options.scheduler_name: builtin},
         metrics,
-        workers=options.workers,
     )
     registry = build_registry(scheduler, client, creds, options)
     await scheduler.prime(client)

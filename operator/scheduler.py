@@ -1,7 +1,7 @@
 """The running scheduler: watch events in, decisions out.
 
 ``PodiumScheduler`` ties the cache, the queue, the algorithm and the binder
-together. Handlers call ``on_pod``/``on_node``/``set_profile``; workers pop
+together. Handlers call ``on_pod``/``on_node``/``set_profile``; one loop pops
 pods and run one cycle each; binds run concurrently in the background. Each
 path out of a cycle ends in the queue (requeue), in ``done`` (bound), or in
 ``delete`` (the pod is gone), never nowhere.
@@ -62,13 +62,21 @@ def node_change(old: NodeInfo | None, new: NodeInfo) -> ClusterEvent:
     return event
 
 
+def _queue_settings(profile: Profile) -> QueueSettings:
+    """A profile's podInitialBackoffSeconds, podMaxBackoffSeconds and flush interval."""
+    return QueueSettings(
+        initial_backoff=profile.initial_backoff,
+        max_backoff=profile.max_backoff,
+        unschedulable_flush=profile.unschedulable_flush,
+    )
+
+
 class PodiumScheduler:
     def __init__(
         self,
         binder: Binder,
         profiles: Mapping[str, Profile],
         metrics: Metrics | None = None,
-        workers: int = 1,
         rng: random.Random | None = None,
     ) -> None:
         self.binder = binder
@@ -83,19 +91,13 @@ class PodiumScheduler:
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
-        first = next(iter(self.profiles.values()), Profile())
-        self.queue = SchedulingQueue(
-            QueueSettings(
-                initial_backoff=first.initial_backoff,
-                max_backoff=first.max_backoff,
-                unschedulable_flush=first.unschedulable_flush,
-            )
-        )
+        self.queue = SchedulingQueue()
+        for profile in self.profiles.values():
+            self.queue.profile_settings[profile.scheduler_name] = _queue_settings(profile)
         self.shadow = ShadowRunner()
         self.binds_in_flight = 0  # shadows wait while a live Binding is out
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
-        self.workers = workers
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -115,14 +117,12 @@ class PodiumScheduler:
         """Install or replace a profile; queued pods use it from their next attempt."""
         self.profiles[profile.scheduler_name] = profile
         self.orphaned.discard(profile.scheduler_name)
-        settings = self.queue.settings
-        settings.initial_backoff = profile.initial_backoff
-        settings.max_backoff = profile.max_backoff
-        settings.unschedulable_flush = profile.unschedulable_flush
+        self.queue.profile_settings[profile.scheduler_name] = _queue_settings(profile)
         self._refresh_interest()
         self.queue.on_event(ClusterEvent.POLICY | ClusterEvent.any_node_change())
 
     def remove_profile(self, scheduler_name: str) -> None:
+        self.queue.profile_settings.pop(scheduler_name, None)
         if self.profiles.pop(scheduler_name, None) is not None:
             self.orphaned.add(scheduler_name)
             self._refresh_interest()
@@ -286,22 +286,26 @@ class PodiumScheduler:
             self.on_pod(None, item)
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
-    # -- workers -------------------------------------------------------------------------
+    # -- the scheduling loop ------------------------------------------------------------
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
     async def run(self) -> None:
-        """Run the workers and the queue timers until cancelled."""
+        """Run the scheduling loop and the queue timers until cancelled.
+
+        One loop: a cycle is synchronous numpy work, so more loops on one event
+        loop would only interleave, never overlap. Binds run concurrently.
+        """
         timers = asyncio.create_task(self.queue.run_timers())
         gauges = asyncio.create_task(self._gauge_loop())
         resync = asyncio.create_task(self.resync.run_periodic())
-        workers = [asyncio.create_task(self._worker()) for _ in range(self.workers)]
+        loop = asyncio.create_task(self._worker())
         shadow = asyncio.create_task(self.shadow.run(self._live_busy, self._shadow_decide))
-        background = [timers, gauges, resync, shadow, *workers]
+        background = [timers, gauges, resync, shadow, loop]
         try:
-            await asyncio.gather(timers, *workers)
+            await asyncio.gather(timers, loop)
         finally:
             self.queue.close()
             for task in [*background, *self._tasks]:

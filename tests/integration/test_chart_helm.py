@@ -171,7 +171,7 @@ async def test_helm_template_toggles(
         (["securityContext.privileged=true"], "/securityContext/privileged"),
         (["podSecurityContext.runAsUser=0"], "/podSecurityContext/runAsUser"),
         (["defaultPolicy.mode=Off"], "/defaultPolicy/mode"),
-        (["defaultPolicy.spec.parallelism=0"], "/defaultPolicy/spec/parallelism"),
+        (["defaultPolicy.spec.podMaxBackoffSeconds=0"], "/defaultPolicy/spec/podMaxBackoffSeconds"),
         (["resources.requests.cpu=1.5.5"], "/resources/requests/cpu"),
     ],
     ids=[
@@ -180,7 +180,7 @@ async def test_helm_template_toggles(
         "privileged",
         "root",
         "mode",
-        "parallelism",
+        "backoff",
         "quantity",
     ],
 )
@@ -254,7 +254,6 @@ async def test_install_creates_crd_and_defaulted_policy(release: Release, api_cl
         "schedulerName": policy_name,
         "mode": "Active",
         "percentageOfNodesToScore": 0,
-        "parallelism": 16,
         "podInitialBackoffSeconds": 1,
         "podMaxBackoffSeconds": 10,
         "unschedulableFlushSeconds": 300,

@@ -396,7 +396,6 @@ DEFAULTED_EMPTY_SPEC = {
     "schedulerName": "podium",
     "mode": "Active",
     "percentageOfNodesToScore": 0,
-    "parallelism": 16,
     "podInitialBackoffSeconds": 1,
     "podMaxBackoffSeconds": 10,
     "unschedulableFlushSeconds": 300,
@@ -476,7 +475,6 @@ SCHEMA_CASES: list[tuple[str, Any, str | None]] = [
                 },
             },
             "percentageOfNodesToScore": 100,
-            "parallelism": 256,
             "podInitialBackoffSeconds": 3600,
             "podMaxBackoffSeconds": 3600,
             "unschedulableFlushSeconds": 1,
@@ -494,8 +492,7 @@ SCHEMA_CASES: list[tuple[str, Any, str | None]] = [
     ("score-weight-zero", {"scores": [{"name": "ImageLocality", "weight": 0}]}, "minimum"),
     ("score-weight-101", {"scores": [{"name": "ImageLocality", "weight": 101}]}, "maximum"),
     ("score-weight-string", {"scores": [{"name": "ImageLocality", "weight": "1"}]}, "type"),
-    ("parallelism-zero", {"parallelism": 0}, "minimum"),
-    ("parallelism-257", {"parallelism": 257}, "maximum"),
+    ("parallelism-is-not-a-setting", {"parallelism": 16}, "Additional"),
     ("percentage-101", {"percentageOfNodesToScore": 101}, "maximum"),
     ("percentage-negative", {"percentageOfNodesToScore": -1}, "minimum"),
     ("initial-backoff-zero", {"podInitialBackoffSeconds": 0}, "minimum"),
@@ -940,7 +937,6 @@ VALUES_CASES: list[tuple[str, dict[str, Any], str | None]] = [
                     "filters": [{"name": "NodeName"}, {"name": "example.com/GpuFirst"}],
                     "scores": [{"name": "NodeResourcesFit", "weight": 5}],
                     "pluginArgs": {"nodeResourcesFit": {"strategy": "MostAllocated"}},
-                    "parallelism": 32,
                 }
             }
         },
@@ -992,7 +988,11 @@ VALUES_CASES: list[tuple[str, dict[str, Any], str | None]] = [
         {"defaultPolicy": {"spec": {"scores": [{"name": "X", "weight": 0}]}}},
         "minimum",
     ),
-    ("policy-spec-parallelism-bad", {"defaultPolicy": {"spec": {"parallelism": 1000}}}, "maximum"),
+    (
+        "policy-spec-backoff-bad",
+        {"defaultPolicy": {"spec": {"podMaxBackoffSeconds": 0}}},
+        "minimum",
+    ),
     ("service-type-bad", {"metrics": {"service": {"type": "ExternalName"}}}, "is not one of"),
 ]
 

@@ -21,7 +21,17 @@ class Clock:
 )
 def test_backoff_doubles_to_max(attempts: int, seconds: float) -> None:
     queue = SchedulingQueue(QueueSettings(initial_backoff=1, max_backoff=10))
-    assert queue._backoff_duration(attempts) == seconds
+    assert queue.backoff_duration(parse_pod(pod("p")), attempts) == seconds
+
+
+def test_backoff_follows_the_pods_own_profile() -> None:
+    """Each SchedulerPolicy's backoff applies to its own pods, not the last one loaded."""
+    queue = SchedulingQueue(QueueSettings(initial_backoff=1, max_backoff=10))
+    queue.profile_settings["slow"] = QueueSettings(initial_backoff=5, max_backoff=60)
+    fast = parse_pod(pod("a"))
+    slow = parse_pod({**pod("b"), "spec": {**pod("b")["spec"], "schedulerName": "slow"}})
+    assert queue.backoff_duration(fast, 3) == 4.0
+    assert queue.backoff_duration(slow, 3) == 20.0
 
 
 async def test_priority_then_creation_order() -> None:
