@@ -51,8 +51,7 @@ _NONE: frozenset[str] = frozenset()
 
 def _restarts_all(rules: object) -> bool:
     return isinstance(rules, list) and any(
-        isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers"
-        for rule in rules
+        isinstance(rule, Mapping) and rule.get("action") == "RestartAllContainers" for rule in rules
     )
 
 
