@@ -52,6 +52,7 @@ class ClusterEvent(enum.Flag):
     NODE_TAINT = enum.auto()
     NODE_CONDITION = enum.auto()
     NODE_IMAGES = enum.auto()
+    NODE_DECLARED_FEATURES = enum.auto()
     ASSIGNED_POD_ADD = enum.auto()
     ASSIGNED_POD_UPDATE = enum.auto()
     ASSIGNED_POD_DELETE = enum.auto()
@@ -68,6 +69,7 @@ class ClusterEvent(enum.Flag):
             | cls.NODE_LABEL
             | cls.NODE_TAINT
             | cls.NODE_CONDITION
+            | cls.NODE_DECLARED_FEATURES
         )
 
 

@@ -130,6 +130,8 @@ class NodeInfo:
     images: dict[str, int]
     raw: Json
     problems: list[str] = field(default_factory=list)
+    # status.declaredFeatures, which NodeDeclaredFeatures matches pods against.
+    declared_features: frozenset[str] = frozenset()
 
     @property
     def zone(self) -> str:
@@ -299,4 +301,7 @@ def parse_node(body: Json) -> NodeInfo:
         images=images,
         raw=body,
         problems=problems,
+        declared_features=frozenset(
+            f for f in _list(status.get("declaredFeatures")) if isinstance(f, str)
+        ),
     )

@@ -12,14 +12,16 @@ from podium.framework import ClusterEvent, FilterPlugin, ScorePlugin
 
 __all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORES", "Profile"]
 
-# kube-scheduler's default Filter order (default_plugins.go), with Podium's
-# NodeConditions after TaintToleration: tainted NotReady nodes then report the
-# taint, as kube-scheduler does, and untainted ones still get rejected.
+# kube-scheduler v1.37.2's default profile (default_plugins.go, after its
+# feature gates): its filters and its score plugins with their weights, in the
+# order it runs them. DynamicResources (a filter, and a score of weight 2 after
+# InterPodAffinity) is not in Podium yet; it would go just before
+# NodeDeclaredFeatures, which the gate appends last. NodeConditions is Podium's
+# opt-in filter, not part of kube-scheduler's profile.
 DEFAULT_FILTERS: tuple[str, ...] = (
     "NodeName",
     "NodeUnschedulable",
     "TaintToleration",
-    "NodeConditions",
     "NodeAffinity",
     "NodePorts",
     "NodeResourcesFit",
@@ -29,16 +31,17 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "NodeDeclaredFeatures",
 )
 DEFAULT_SCORES: tuple[tuple[str, int], ...] = (
     ("TaintToleration", 3),
     ("NodeAffinity", 2),
+    ("NodeResourcesFit", 1),
+    ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
-    ("NodeResourcesFit", 1),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
-    ("VolumeBinding", 1),
 )
 
 

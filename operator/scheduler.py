@@ -59,6 +59,8 @@ def node_change(old: NodeInfo | None, new: NodeInfo) -> ClusterEvent:
         event |= ClusterEvent.NODE_CONDITION
     if old.images != new.images:
         event |= ClusterEvent.NODE_IMAGES
+    if old.declared_features != new.declared_features:
+        event |= ClusterEvent.NODE_DECLARED_FEATURES
     return event
 
 

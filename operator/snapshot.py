@@ -66,6 +66,7 @@ class Snapshot:
         self.resource_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
         self._allocate(0)
         self._label_columns: dict[str, tuple[np.ndarray, MaskArray]] = {}
+        self._feature_columns: dict[str, MaskArray] = {}
         self.pod_generation = 0
         self.version = 0
         self.namespace_labels: dict[str, dict[str, str]] = {}
@@ -110,14 +111,19 @@ class Snapshot:
         if any(self._needs_new_columns(s) for s in changed):
             self._rebuild(cache)
             return
-        labels_changed = False
+        labels_changed = features_changed = False
         self.version += 1
         for state in changed:
             i = self.index[state.name]
-            labels_changed |= self.nodes[i].labels != state.node.labels  # type: ignore[union-attr]
+            new = state.node
+            assert new is not None
+            labels_changed |= self.nodes[i].labels != new.labels
+            features_changed |= self.nodes[i].declared_features != new.declared_features
             self._write_row(i, state)
         if labels_changed:
             self._label_columns.clear()
+        if features_changed:
+            self._feature_columns.clear()
         self.generation = cache.generation
         self.pod_generation += 1
 
@@ -143,6 +149,7 @@ class Snapshot:
         for i, state in enumerate(states):
             self._write_row(i, state)
         self._label_columns.clear()
+        self._feature_columns.clear()
         self.generation = cache.generation
         self.membership = cache.membership
         self.pod_generation += 1
@@ -238,6 +245,15 @@ class Snapshot:
             values = np.array([n.labels.get(key, "") for n in self.nodes], dtype=object)
             present = np.array([key in n.labels for n in self.nodes], dtype=bool)
             cached = self._label_columns[key] = (values, present)
+        return cached
+
+    def feature_column(self, feature: str) -> MaskArray:
+        """Which nodes list ``feature`` in status.declaredFeatures."""
+        cached = self._feature_columns.get(feature)
+        if cached is None:
+            cached = self._feature_columns[feature] = np.fromiter(
+                (feature in n.declared_features for n in self.nodes), bool, count=len(self.nodes)
+            )
         return cached
 
     def iter_pods(self) -> Iterable[tuple[int, PodInfo]]:

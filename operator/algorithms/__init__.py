@@ -41,6 +41,7 @@ _BUILTIN = (
     "volume_zone",
     "node_volume_limits",
     "volume_binding",
+    "node_declared_features",
 )
 
 log = structlog.get_logger("podium.algorithms")

@@ -1,10 +1,12 @@
-"""NodeConditions: the seed's CheckNodeCondition and pressure predicates.
+"""NodeConditions: the seed's CheckNodeCondition and pressure predicates, opt-in.
 
-kube-scheduler now relies on the node-lifecycle controller turning
-conditions into taints. Podium also reads the conditions directly, so a
-NotReady node is avoided even in clusters where that controller is slow or
-absent. BestEffort pods avoid memory pressure, as the kubelet would evict
-them first.
+kube-scheduler has no such filter: it relies on the node-lifecycle controller
+turning conditions into taints, which TaintToleration then checks, so this
+plugin is not in the default profile. A SchedulerPolicy that lists it also
+reads the conditions directly, so a NotReady node is avoided even in clusters
+where that controller is slow or absent; put it after TaintToleration so that
+tainted NotReady nodes still report the taint. BestEffort pods avoid memory
+pressure, as the kubelet would evict them first.
 """
 
 from __future__ import annotations

@@ -505,7 +505,12 @@ async def test_not_ready_and_tainted_nodes_get_no_new_pods(
     api_client: ApiClient, control_plane: ControlPlane, namespace: str, node_factory: Any
 ) -> None:
     """3 nodes; one turns Ready=False, one gets a NoSchedule taint; the 30 pods
-    created afterwards all land on the third, and the pods already bound stay."""
+    created afterwards all land on the third, and the pods already bound stay.
+
+    As in kube-scheduler's default profile, the NotReady node is avoided through the
+    not-ready taint the node-lifecycle controller adds; this cluster has no such
+    controller, so the test adds it.
+    """
     sched = f"{namespace}-s"
     sick, tainted, healthy = (f"{namespace}-{n}" for n in ("sick", "tainted", "healthy"))
     labels = {"suite": namespace}
@@ -528,6 +533,8 @@ async def test_not_ready_and_tainted_nodes_get_no_new_pods(
                 }
             },
         )
+        not_ready = {"key": "node.kubernetes.io/not-ready", "effect": "NoSchedule"}
+        await core.patch_node(sick, {"spec": {"taints": [not_ready]}})
         await core.patch_node(
             tainted, {"spec": {"taints": [{"key": "example.com/drain", "effect": "NoSchedule"}]}}
         )
@@ -538,6 +545,7 @@ async def test_not_ready_and_tainted_nodes_get_no_new_pods(
             return (
                 sick_node is not None
                 and sick_node.conditions.get("Ready") == "False"
+                and bool(sick_node.taints)
                 and tainted_node is not None
                 and bool(tainted_node.taints)
             )

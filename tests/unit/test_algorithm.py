@@ -12,6 +12,7 @@ from podium.policy import build_profile
 from podium.snapshot import Snapshot
 from tests.unit.builders import node, pod
 
+# A custom profile: it opts in to NodeConditions, which kube-scheduler's default lacks.
 CORE = {
     "filters": [
         {"name": n}
@@ -136,6 +137,24 @@ def test_schedule(
             profile, snap, info, placement.diagnosis, random.Random(1)
         )
         assert placement.diagnosis.message() == message
+
+
+# (policy spec, the node chosen when the only other node is NotReady and untainted)
+NOT_READY = [
+    pytest.param({}, {"sick", "well"}, id="default-profile-like-kube-scheduler"),
+    pytest.param(CORE, {"well"}, id="node-conditions-opted-in"),
+]
+
+
+@pytest.mark.parametrize(("spec", "allowed"), NOT_READY)
+def test_node_conditions_is_opt_in(spec: dict[str, Any], allowed: set[str]) -> None:
+    """kube-scheduler leaves NotReady nodes to the lifecycle controller's taint."""
+    snap = _snapshot([node("sick", conditions={"Ready": "False"}), node("well")])
+    placement = Scheduler(random.Random(1)).schedule(
+        build_profile(spec), snap, parse_pod(pod("p", cpu="100m"))
+    )
+    assert placement.feasible == len(allowed)
+    assert placement.node in allowed
 
 
 def test_least_allocated_prefers_emptier_node() -> None:

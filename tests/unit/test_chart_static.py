@@ -32,6 +32,9 @@ from typing import Any
 import pytest
 import yaml
 
+from podium.algorithms import FILTERS, SCORES
+from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
+
 jsonschema = pytest.importorskip("jsonschema")
 
 REPO = Path(__file__).resolve().parents[2]
@@ -42,32 +45,9 @@ VALUES_SCHEMA_FILE = CHART / "values.schema.json"
 TEMPLATES = CHART / "templates"
 KIND_SCRIPT = REPO / "hack" / "kind" / "up.sh"
 
-KNOWN_FILTERS = [
-    "NodeUnschedulable",
-    "NodeName",
-    "NodeResourcesFit",
-    "NodeConditions",
-    "TaintToleration",
-    "NodeAffinity",
-    "NodePorts",
-    "InterPodAffinity",
-    "PodTopologySpread",
-    "NoDiskConflict",
-    "VolumeRestrictions",
-    "VolumeZone",
-    "NodeVolumeLimits",
-    "VolumeBinding",
-]
-KNOWN_SCORES = [
-    "TaintToleration",
-    "NodeAffinity",
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "ImageLocality",
-    "NodePreferAvoidPods",
-]
+# The built-in plugins, as the CRD's CEL rules must name them.
+KNOWN_FILTERS = sorted(FILTERS)
+KNOWN_SCORES = sorted(SCORES)
 
 
 # --------------------------------------------------------------------------------------
@@ -433,7 +413,16 @@ def test_crd_known_plugin_lists() -> None:
     for field, known in (("filters", KNOWN_FILTERS), ("scores", KNOWN_SCORES)):
         (rule,) = spec[field]["items"]["properties"]["name"]["x-kubernetes-validations"]
         listed = re.findall(r"'([A-Za-z]+)'", rule["rule"])
-        assert listed == known, field
+        assert sorted(listed) == known, field
+
+
+def test_crd_describes_the_default_profile() -> None:
+    """The filters and scores descriptions spell out profile.py's defaults, in order."""
+    spec = crd_schema()["properties"]["spec"]["properties"]
+    filters = " ".join(spec["filters"]["description"].split())
+    assert ", ".join(DEFAULT_FILTERS) + "." in filters
+    scores = " ".join(spec["scores"]["description"].split())
+    assert "(" + ", ".join(f"{n} {w}" for n, w in DEFAULT_SCORES) + ")" in scores
 
 
 # --------------------------------------------------------------------------------------
