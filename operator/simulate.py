@@ -33,6 +33,7 @@ from podium.cache import Cache
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import PolicyError, build_profile, default_profile
 from podium.profile import Profile
+from podium.selectors import OBJECT_KINDS as SELECTOR_KINDS
 from podium.snapshot import Snapshot
 from podium.volume_binder import plan_volumes, volume_binding
 from podium.volumes import OBJECT_KINDS, pod_claims
@@ -66,13 +67,15 @@ class SimulateError(RuntimeError):
 # -- inputs -------------------------------------------------------------------------------
 @dataclass(slots=True)
 class ClusterObjects:
-    """Raw Node, Pod, SchedulerPolicy and storage bodies read from files or generated."""
+    """Raw Node, Pod, SchedulerPolicy, storage and selector bodies read from files or generated."""
 
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     policies: list[dict[str, Any]] = field(default_factory=list)
     # PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes.
     storage: list[dict[str, Any]] = field(default_factory=list)
+    # Services, ReplicationControllers, ReplicaSets and StatefulSets.
+    selectors: list[dict[str, Any]] = field(default_factory=list)
 
 
 _LIST_KINDS = {
@@ -80,6 +83,7 @@ _LIST_KINDS = {
     "PodList": "Pod",
     "SchedulerPolicyList": "SchedulerPolicy",
     **{f"{kind}List": kind for kind in OBJECT_KINDS},
+    **{f"{kind}List": kind for kind in SELECTOR_KINDS},
 }
 
 
@@ -128,7 +132,7 @@ def read_documents(path: str) -> list[dict[str, Any]]:
 
 
 def load_objects(paths: Iterable[str]) -> ClusterObjects:
-    """Nodes, pods, policies and storage objects from files; other kinds are ignored."""
+    """Nodes, pods, policies, storage and selector objects from files; other kinds are ignored."""
     out = ClusterObjects()
     for path in paths:
         for doc in read_documents(path):
@@ -141,6 +145,8 @@ def load_objects(paths: Iterable[str]) -> ClusterObjects:
                 out.policies.append(doc)
             elif kind in OBJECT_KINDS:
                 out.storage.append(doc)
+            elif kind in SELECTOR_KINDS:
+                out.selectors.append(doc)
     return out
 
 
@@ -324,16 +330,19 @@ def simulate(
     pending: Sequence[PodInfo],
     seed: int = 0,
     storage: Sequence[Mapping[str, Any]] = (),
+    selectors: Sequence[Mapping[str, Any]] = (),
 ) -> SimulationResult:
     """Place ``pending`` one by one with the real algorithm, assuming each placement.
 
     A placed pod's chosen PVs are assumed bound to its claims, as PreBind would.
+    ``selectors`` (Services and controllers) give default topology spreading its selector.
     """
     started = time.perf_counter()
     cache = build_cache(nodes, _with_uids(bound, "bound"))
     known = set(cache.pods)
     snapshot = Snapshot()
     snapshot.volumes.load(storage)
+    snapshot.selectors.load(selectors)
     state = Scheduler(random.Random(seed))
     placements: list[SimPlacement] = []
     failures: dict[str, SimFailure] = {}
@@ -621,7 +630,7 @@ def format_compare(a: SimulationResult, b: SimulationResult) -> str:
 # -- command ------------------------------------------------------------------------------
 def _inputs(
     args: argparse.Namespace,
-) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo], list[dict[str, Any]]]:
+) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo], ClusterObjects]:
     if args.snapshot:
         objects = load_objects(args.snapshot)
         if not objects.nodes:
@@ -637,7 +646,7 @@ def _inputs(
             if not pod.terminal:
                 pod.node_name = ""
                 pending.append(pod)
-    return node_infos, bound, pending, objects.storage
+    return node_infos, bound, pending, objects
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -652,7 +661,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             from podium.report import check_available
 
             check_available(args.report)
-        nodes, bound, pending, storage = _inputs(args)
+        nodes, bound, pending, objects = _inputs(args)
         if args.compare:
             profiles = [load_policy(path) for path in args.compare]
         else:
@@ -664,7 +673,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                 [_copy(p) for p in bound],
                 [_copy(p) for p in pending],
                 seed=args.seed,
-                storage=storage,
+                storage=objects.storage,
+                selectors=objects.selectors,
             )
             for profile in profiles
         ]
