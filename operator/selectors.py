@@ -75,6 +75,7 @@ class PodSelector:
 
 
 def parse_selector(kind: str, body: Mapping[str, Any]) -> PodSelector:
+    """The ``spec.selector`` of one object of store kind ``kind``; never raises."""
     raw = _dict(body.get("spec")).get("selector")
     version = str(_dict(body.get("metadata")).get("resourceVersion") or "")
     if kind in _LABEL_MAPS:
@@ -101,8 +102,7 @@ def _group_version(text: str) -> tuple[str, str] | None:
 
 
 def controller_of(pod: PodInfo) -> tuple[str, str] | None:
-    """The pod's controller (GetControllerOfNoCopy) as (store kind, name), if DefaultSelector
-    follows its kind."""
+    """GetControllerOfNoCopy as (store kind, name); None unless DefaultSelector follows it."""
     refs = _dict(pod.raw.get("metadata")).get("ownerReferences")
     for ref in refs if isinstance(refs, list) else []:
         if isinstance(ref, Mapping) and ref.get("controller") is True:
