@@ -49,6 +49,8 @@ from podium.pod_resources import describe_requests, quantity_text
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
 from podium.preemption import post_filter
 from podium.profile import Profile
+from podium.selectors import KINDS as SELECTOR_PATHS
+from podium.selectors import OBJECT_KINDS as SELECTOR_KINDS
 from podium.simulate import SimulateError, load_policy, profile_from_policy
 from podium.snapshot import Snapshot
 from podium.volumes import KINDS as VOLUME_PATHS
@@ -675,6 +677,8 @@ class ClusterState:
     notes: list[str] = field(default_factory=list)
     # PVs, PVCs, StorageClasses and CSINodes, each with its kind set.
     storage: list[dict[str, Any]] = field(default_factory=list)
+    # Services, ReplicationControllers, ReplicaSets and StatefulSets, each with its kind set.
+    selectors: list[dict[str, Any]] = field(default_factory=list)
 
 
 def snapshot_from(
@@ -773,6 +777,14 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
             state.storage.extend({**item, "kind": kind} for item in items)
         except ApiError as exc:
             state.notes.append(f"cannot list {kind} objects ({exc}); volume plugins see none")
+    for kind, store_kind in SELECTOR_KINDS.items():
+        try:
+            items = await _list(client, SELECTOR_PATHS[store_kind])
+            state.selectors.extend({**item, "kind": kind} for item in items)
+        except ApiError as exc:
+            state.notes.append(
+                f"cannot list {kind} objects ({exc}); default topology spreading sees none"
+            )
     return state
 
 
@@ -809,6 +821,7 @@ def explain_state(
     cache, snapshot = snapshot_from(state.nodes, state.pods, exclude_uid=pod.uid)
     snapshot.namespace_labels = dict(state.namespace_labels)
     snapshot.volumes.load(state.storage)
+    snapshot.selectors.load(state.selectors)
     out = explain_pod(profile, snapshot, pod, cache, details_for=details_for)
     out.profile = profile_note
     out.notes = notes + out.notes

@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 
 from podium.kube import KubeClient
+from podium.selectors import KINDS as SELECTOR_KINDS
 from podium.volumes import KINDS as VOLUME_KINDS
 
 __all__ = ["ResyncSettings", "Resyncer", "stale_keys"]
@@ -31,7 +32,14 @@ __all__ = ["ResyncSettings", "Resyncer", "stale_keys"]
 log = structlog.get_logger("podium.resync")
 
 # The kinds whose cached state a relist can leave stale, and where to LIST them.
-_PATHS: dict[str, str] = {"pods": "/api/v1/pods", "nodes": "/api/v1/nodes", **VOLUME_KINDS}
+_PATHS: dict[str, str] = {
+    "pods": "/api/v1/pods",
+    "nodes": "/api/v1/nodes",
+    **VOLUME_KINDS,
+    **SELECTOR_KINDS,
+}
+# Namespaced kinds cached by namespace/name (pods are cached by uid).
+_BY_NAMESPACE = frozenset({"persistentvolumeclaims", *SELECTOR_KINDS})
 
 
 @dataclass(slots=True)
@@ -150,6 +158,6 @@ class Resyncer:
 
 def _key(kind: str, item: Mapping[str, Any]) -> str:
     meta = item.get("metadata") or {}
-    if kind == "persistentvolumeclaims":
+    if kind in _BY_NAMESPACE:
         return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
     return str(meta.get("uid") if kind == "pods" else meta.get("name") or "")

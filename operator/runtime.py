@@ -26,6 +26,7 @@ from podium.handlers import (
     register_pdbs,
     register_pods,
     register_policies,
+    register_selectors,
     register_volumes,
 )
 from podium.kube import Credentials, KubeClient, load_credentials
@@ -140,6 +141,7 @@ def build_registry(
     register_pods(registry, scheduler)
     register_pdbs(registry, scheduler)
     register_volumes(registry, scheduler)
+    register_selectors(registry, scheduler)
     register_policies(registry, scheduler, client, options.scheduler_name)
     return registry
 

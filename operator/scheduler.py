@@ -31,6 +31,7 @@ from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.resync import Resyncer
+from podium.selectors import KINDS as SELECTOR_KINDS
 from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.snapshot import Snapshot
 from podium.volume_binder import VolumeBinder, VolumePlan, plan_volumes, volume_binding
@@ -176,6 +177,13 @@ class PodiumScheduler:
         else:
             self.pdbs[pdb.key] = pdb
 
+    def on_selector(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Service, ReplicationController, ReplicaSet or StatefulSet event.
+
+        No pod is requeued: kube-scheduler registers no event on these kinds.
+        """
+        self.snapshot.selectors.apply(kind, event_type, body)
+
     def on_volume(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A PV, PVC, StorageClass or CSINode event; a change may free waiting pods."""
         if self.volumes.apply(kind, event_type, body):
@@ -233,6 +241,8 @@ class PodiumScheduler:
             }
         if kind in VOLUME_KINDS:
             return self.volumes.cached_versions(kind)
+        if kind in SELECTOR_KINDS:
+            return self.snapshot.selectors.cached_versions(kind)
         held = {uid: entry.pod.resource_version for uid, entry in self.queue.entries.items()}
         held.update((uid, state.pod.resource_version) for uid, state in self.cache.pods.items())
         return held
@@ -245,6 +255,9 @@ class PodiumScheduler:
         elif kind in VOLUME_KINDS:
             namespace, _, name = key.rpartition("/")
             self.on_volume(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
+        elif kind in SELECTOR_KINDS:
+            namespace, _, name = key.partition("/")
+            self.on_selector(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
         else:
             self._pod_gone(key)
 
@@ -276,6 +289,14 @@ class PodiumScheduler:
                 continue
             for item in listed.get("items") or []:
                 self.on_volume(kind, None, item)
+        for kind, path in SELECTOR_KINDS.items():
+            try:
+                listed = await client.get(path)
+            except ApiError as exc:  # default topology spreading then sees no selectors
+                log.warning("selector_list_failed", kind=kind, error=str(exc))
+                continue
+            for item in listed.get("items") or []:
+                self.on_selector(kind, None, item)
         try:
             pdbs = await client.get("/apis/policy/v1/poddisruptionbudgets")
         except ApiError as exc:  # preemption then ignores budgets

@@ -34,6 +34,7 @@ from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.pod_resources import describe_requests
 from podium.policy import PolicyError, build_profile, default_profile
 from podium.profile import Profile
+from podium.selectors import OBJECT_KINDS as SELECTOR_KINDS
 from podium.snapshot import Snapshot
 from podium.volume_binder import plan_volumes, volume_binding
 from podium.volumes import OBJECT_KINDS, pod_claims
@@ -67,13 +68,15 @@ class SimulateError(RuntimeError):
 # -- inputs -------------------------------------------------------------------------------
 @dataclass(slots=True)
 class ClusterObjects:
-    """Raw Node, Pod, SchedulerPolicy and storage bodies read from files or generated."""
+    """Raw Node, Pod, SchedulerPolicy, storage and selector bodies read from files or generated."""
 
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     policies: list[dict[str, Any]] = field(default_factory=list)
     # PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes.
     storage: list[dict[str, Any]] = field(default_factory=list)
+    # Services, ReplicationControllers, ReplicaSets and StatefulSets.
+    selectors: list[dict[str, Any]] = field(default_factory=list)
 
 
 _LIST_KINDS = {
@@ -81,6 +84,7 @@ _LIST_KINDS = {
     "PodList": "Pod",
     "SchedulerPolicyList": "SchedulerPolicy",
     **{f"{kind}List": kind for kind in OBJECT_KINDS},
+    **{f"{kind}List": kind for kind in SELECTOR_KINDS},
 }
 
 
@@ -129,7 +133,7 @@ def read_documents(path: str) -> list[dict[str, Any]]:
 
 
 def load_objects(paths: Iterable[str]) -> ClusterObjects:
-    """Nodes, pods, policies and storage objects from files; other kinds are ignored."""
+    """Nodes, pods, policies, storage and selector objects from files; other kinds are ignored."""
     out = ClusterObjects()
     for path in paths:
         for doc in read_documents(path):
@@ -142,6 +146,8 @@ def load_objects(paths: Iterable[str]) -> ClusterObjects:
                 out.policies.append(doc)
             elif kind in OBJECT_KINDS:
                 out.storage.append(doc)
+            elif kind in SELECTOR_KINDS:
+                out.selectors.append(doc)
     return out
 
 
@@ -332,16 +338,19 @@ def simulate(
     pending: Sequence[PodInfo],
     seed: int = 0,
     storage: Sequence[Mapping[str, Any]] = (),
+    selectors: Sequence[Mapping[str, Any]] = (),
 ) -> SimulationResult:
     """Place ``pending`` one by one with the real algorithm, assuming each placement.
 
     A placed pod's chosen PVs are assumed bound to its claims, as PreBind would.
+    ``selectors`` (Services and controllers) give default topology spreading its selector.
     """
     started = time.perf_counter()
     cache = build_cache(nodes, _with_uids(bound, "bound"))
     known = set(cache.pods)
     snapshot = Snapshot()
     snapshot.volumes.load(storage)
+    snapshot.selectors.load(selectors)
     state = Scheduler(random.Random(seed))
     placements: list[SimPlacement] = []
     failures: dict[str, SimFailure] = {}
@@ -644,7 +653,7 @@ def format_compare(a: SimulationResult, b: SimulationResult) -> str:
 # -- command ------------------------------------------------------------------------------
 def _inputs(
     args: argparse.Namespace,
-) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo], list[dict[str, Any]]]:
+) -> tuple[list[NodeInfo], list[PodInfo], list[PodInfo], ClusterObjects]:
     if args.snapshot:
         objects = load_objects(args.snapshot)
         if not objects.nodes:
@@ -660,7 +669,7 @@ def _inputs(
             if not pod.terminal:
                 pod.node_name = ""
                 pending.append(pod)
-    return node_infos, bound, pending, objects.storage
+    return node_infos, bound, pending, objects
 
 
 def run_simulate(args: argparse.Namespace) -> int:
@@ -675,7 +684,7 @@ def run_simulate(args: argparse.Namespace) -> int:
             from podium.report import check_available
 
             check_available(args.report)
-        nodes, bound, pending, storage = _inputs(args)
+        nodes, bound, pending, objects = _inputs(args)
         if args.compare:
             profiles = [load_policy(path) for path in args.compare]
         else:
@@ -687,7 +696,8 @@ def run_simulate(args: argparse.Namespace) -> int:
                 [_copy(p) for p in bound],
                 [_copy(p) for p in pending],
                 seed=args.seed,
-                storage=storage,
+                storage=objects.storage,
+                selectors=objects.selectors,
             )
             for profile in profiles
         ]

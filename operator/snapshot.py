@@ -19,6 +19,7 @@ import numpy as np
 from podium.cache import Cache, NodeState
 from podium.framework import IndexArray, IntArray, MaskArray
 from podium.objects import HostPort, NodeInfo, PodInfo
+from podium.selectors import SelectorStore
 from podium.volumes import VolumeStore
 
 __all__ = ["BASE_RESOURCES", "RowBackup", "Snapshot"]
@@ -72,6 +73,8 @@ class Snapshot:
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Shared with the scheduler, like namespace_labels: storage is not per node.
         self.volumes = VolumeStore()
+        # The same for the Service and controller selectors of default topology spreading.
+        self.selectors = SelectorStore()
 
     def _allocate(self, n: int) -> None:
         r = len(self.resources)

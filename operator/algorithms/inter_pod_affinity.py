@@ -16,10 +16,10 @@ selector by the API server when the pod is created (MatchLabelKeysInPodAffinity,
 GA and locked on); kube-scheduler reads the merged selector and ignores the
 key lists, and so does Podium.
 
-``PodIndex`` keeps, per snapshot, the bound pods by namespace, by controller
-owner, by the label keys that selectors have asked about, and the pods that
-carry affinity terms, updating only rows whose pods changed since the last
-cycle; PodTopologySpread uses it too.
+``PodIndex`` keeps, per snapshot, the bound pods by namespace, by the label
+keys that selectors have asked about, and the pods that carry affinity
+terms, updating only rows whose pods changed since the last cycle;
+PodTopologySpread uses it too.
 """
 
 from __future__ import annotations
@@ -66,9 +66,6 @@ REASON_ANTI = "node(s) didn't match pod anti-affinity rules"
 
 T = TypeVar("T")
 _MAX_INTERNED = 10_000
-_CONTROLLERS = frozenset(
-    {("v1", "ReplicationController"), ("apps/v1", "ReplicaSet"), ("apps/v1", "StatefulSet")}
-)
 
 
 # -- terms ---------------------------------------------------------------------------
@@ -206,22 +203,8 @@ def merge_namespaces(term: AffinityTerm, snapshot: Snapshot) -> AffinityTerm:
     return replace(term, namespaces=term.namespaces | chosen, ns_selector=NOTHING)
 
 
-def controller_owner(pod: PodInfo) -> str:
-    """The uid of the pod's controlling ReplicationController, ReplicaSet or StatefulSet."""
-    meta = pod.raw.get("metadata")
-    refs = meta.get("ownerReferences") if isinstance(meta, dict) else None
-    if not refs or not isinstance(refs, list):
-        return ""
-    for ref in refs:
-        if isinstance(ref, dict) and ref.get("controller") is True:
-            if (ref.get("apiVersion"), ref.get("kind")) in _CONTROLLERS:
-                return str(ref.get("uid") or "")
-            return ""
-    return ""
-
-
 # -- the per-snapshot pod index ---------------------------------------------------------
-# Tables map a key (namespace, owner uid, label value) to the pods on each node, by node name.
+# Tables map a key (namespace, label value) to the pods on each node, by node name.
 ByNode = dict[str, list["PodInfo"]]
 
 
@@ -232,7 +215,6 @@ class PodIndex:
         self.tracker: RowTracker[dict[str, PodInfo]] = RowTracker(same_pods)
         self.row_of: Mapping[str, int] = {}
         self.by_ns: dict[str, ByNode] = {}
-        self.by_owner: dict[str, ByNode] = {}
         self.by_key: dict[str, dict[str, ByNode]] = {}
         self.affinity: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
         self.anti: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
@@ -264,9 +246,6 @@ class PodIndex:
     def _add(self, name: str, pods: dict[str, PodInfo]) -> None:
         for pod in pods.values():
             self._put(self.by_ns, pod.namespace, name, pod)
-            owner = controller_owner(pod)
-            if owner:
-                self._put(self.by_owner, owner, name, pod)
             for key, table in self.by_key.items():
                 value = pod.labels.get(key)
                 if value is not None:
@@ -285,9 +264,6 @@ class PodIndex:
     def _drop(self, name: str, pods: dict[str, PodInfo]) -> None:
         for pod in pods.values():
             self._pop(self.by_ns, pod.namespace, name)
-            owner = controller_owner(pod)
-            if owner:
-                self._pop(self.by_owner, owner, name)
             for key, table in self.by_key.items():
                 value = pod.labels.get(key)
                 if value is not None:
@@ -693,7 +669,6 @@ __all__ = [
     "InterPodAffinity",
     "PodAffinity",
     "PodIndex",
-    "controller_owner",
     "exact_lookup",
     "merge_namespaces",
     "parse_pod_affinity",

@@ -11,29 +11,25 @@ when ``count(domain) + selfMatch - min(count) > maxSkew``, where the minimum
 is 0 while there are fewer than minDomains domains. Scoring follows
 scoring.go, float64 arithmetic and math.Round included.
 
-Default constraints (a pod without constraints of its own): kube-scheduler
-applies them only with a selector built from the Services, ReplicationControllers,
-ReplicaSets and StatefulSets that select the pod. Podium does not watch
-those yet, so by default it approximates that selector by "pods controlled
-by the same ReplicationController, ReplicaSet or StatefulSet" (the pod's
-controller ownerReference): for the usual Deployment or StatefulSet pod this
-counts the same pods. Pods selected only by a Service get no default
-spreading. A runtime that knows the real selectors can assign
-``PodTopologySpread.default_selector``.
+Default constraints (a pod without constraints of its own) count the pods
+that helper.DefaultSelector selects: the selectors of the pod's Services and
+of its controlling ReplicationController, ReplicaSet or StatefulSet, ANDed
+(``SelectorStore.default_selector``). A pod that none of them selects gets no
+default constraints, so neither filter nor score applies to it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from podium.algorithms import register
-from podium.algorithms.inter_pod_affinity import controller_owner, exact_lookup, pod_index
+from podium.algorithms.inter_pod_affinity import exact_lookup, pod_index
 from podium.algorithms.node_affinity import (
     LabelCodes,
     Selector,
@@ -59,6 +55,7 @@ from podium.objects import Taint
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo
+    from podium.selectors import SelectorStore
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_LABEL = REASON + " (missing required label)"
@@ -73,13 +70,10 @@ SYSTEM_DEFAULTS: tuple[Mapping[str, Any], ...] = (
 _MAX_INT32 = 2**31 - 1
 _HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 
-# What a default constraint counts: a label selector, or a controller owner uid.
-DefaultSelector = Selector | str | None
-
 
 @dataclass(frozen=True, slots=True)
 class Constraint:
-    """topologySpreadConstraint; ``owner`` (when set) replaces the label selector."""
+    """topologySpreadConstraint, its selector parsed."""
 
     max_skew: int
     topology_key: str
@@ -87,16 +81,12 @@ class Constraint:
     min_domains: int = 1
     honor_affinity: bool = True
     honor_taints: bool = False
-    owner: str = ""
 
     def matches(self, pod: PodInfo) -> bool:
-        if self.owner:
-            return controller_owner(pod) == self.owner
         return self.selector.matches(pod.labels)
 
     def describe(self) -> str:
-        what = f"owner {self.owner}" if self.owner else self.selector.describe()
-        return f"{self.topology_key} maxSkew {self.max_skew} [{what}]"
+        return f"{self.topology_key} maxSkew {self.max_skew} [{self.selector.describe()}]"
 
 
 def _int(value: object, default: int | None) -> int | None:
@@ -143,11 +133,6 @@ def parse_constraints(
             )
         )
     return tuple(out)
-
-
-def owner_selector(pod: PodInfo) -> DefaultSelector:
-    """The default-constraint selector Podium can build alone: the controller owner."""
-    return controller_owner(pod) or None
 
 
 def _validate_defaults(args: Mapping[str, Any]) -> tuple[bool, tuple[Mapping[str, Any], ...]]:
@@ -241,49 +226,33 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.system_defaulted, self.defaults = _validate_defaults(self.args)
-        self.default_selector: Callable[[PodInfo], DefaultSelector] = owner_selector
 
     # -- constraints ---------------------------------------------------------------
-    def constraints(self, pod: PodInfo, action: str) -> tuple[Constraint, ...]:
-        """getConstraints: the pod's own, or the defaults with the deduced selector."""
+    def constraints(
+        self, pod: PodInfo, action: str, selectors: SelectorStore
+    ) -> tuple[Constraint, ...]:
+        """getConstraints: the pod's own, or the defaults with DefaultSelector's selector."""
         if pod.topology_spread:
             return parse_constraints(pod.topology_spread, pod.labels, action)
         defaults = parse_constraints(self.defaults, pod.labels, action)
         if not defaults:
             return ()
-        selector = self.default_selector(pod)
-        if selector is None or (isinstance(selector, Selector) and selector.empty):
+        selector = selectors.default_selector(pod)
+        if selector.empty:
             return ()
-        return tuple(
-            Constraint(
-                max_skew=c.max_skew,
-                topology_key=c.topology_key,
-                selector=selector if isinstance(selector, Selector) else Selector(None),
-                min_domains=c.min_domains,
-                honor_affinity=c.honor_affinity,
-                honor_taints=c.honor_taints,
-                owner=selector if isinstance(selector, str) else "",
-            )
-            for c in defaults
-        )
+        return tuple(replace(c, selector=selector) for c in defaults)
 
     @staticmethod
     def _node_counts(cycle: Cycle, c: Constraint) -> IntArray:
         """countPodsMatchSelector for every snapshot row, cached per cycle."""
-        memo: dict[tuple[Selector, str], IntArray] = cycle.state.setdefault(
-            "PodTopologySpread/counts", {}
-        )
-        key = (c.selector, c.owner)
-        cached = memo.get(key)
+        memo: dict[Selector, IntArray] = cycle.state.setdefault("PodTopologySpread/counts", {})
+        cached = memo.get(c.selector)
         if cached is not None:
             return cached
         snap, ns = cycle.snapshot, cycle.pod.namespace
         counts = np.zeros(len(snap), dtype=np.int64)
-        index = pod_index(snap)
-        if c.owner:
-            for row, pods in index.rows(index.by_owner.get(c.owner, {})):
-                counts[row] = sum(1 for p in pods if not p.deleting and p.namespace == ns)
-        elif not c.selector.empty:
+        if not c.selector.empty:
+            index = pod_index(snap)
             exact = exact_lookup(c.selector)
             rows = [
                 row
@@ -292,7 +261,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             ]
             if rows:
                 counts = np.bincount(rows, minlength=len(snap)).astype(np.int64)
-        memo[key] = counts
+        memo[c.selector] = counts
         return counts
 
     @staticmethod
@@ -330,7 +299,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         return None
 
     def _filter_state(self, cycle: Cycle) -> _FilterState | None:
-        constraints = self.constraints(cycle.pod, DO_NOT_SCHEDULE)
+        constraints = self.constraints(cycle.pod, DO_NOT_SCHEDULE, cycle.snapshot.selectors)
         if not constraints:
             return None
         snap = cycle.snapshot
@@ -413,7 +382,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         snap, pod = cycle.snapshot, cycle.pod
         if not len(snap):
             return False
-        constraints = self.constraints(pod, SCHEDULE_ANYWAY)
+        constraints = self.constraints(pod, SCHEDULE_ANYWAY, snap.selectors)
         if not constraints:
             return False
         require_all = bool(pod.topology_spread) or not self.system_defaulted

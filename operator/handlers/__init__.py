@@ -15,6 +15,7 @@ from podium.handlers.nodes import register_nodes
 from podium.handlers.pdbs import register_pdbs
 from podium.handlers.pods import register_pods
 from podium.handlers.policies import register_policies
+from podium.handlers.selectors import register_selectors
 from podium.handlers.volumes import register_volumes
 
 __all__ = [
@@ -23,5 +24,6 @@ __all__ = [
     "register_pdbs",
     "register_pods",
     "register_policies",
+    "register_selectors",
     "register_volumes",
 ]

@@ -1118,6 +1118,15 @@ def _rules(template: str) -> list[dict[str, Any]]:
     return rules
 
 
+# What default topology spreading lists and watches (podium.selectors.KINDS).
+SELECTOR_RESOURCES = [
+    ("", "services"),
+    ("", "replicationcontrollers"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+]
+
+
 def test_cluster_role_least_privilege() -> None:
     rules = _rules("clusterrole.yaml")
     granted = {
@@ -1153,6 +1162,11 @@ def test_cluster_role_least_privilege() -> None:
         ("podium.dev", "schedulerpolicies", "watch"),
         ("podium.dev", "schedulerpolicies/status", "patch"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "list"),
+        *(
+            (group, resource, verb)
+            for group, resource in SELECTOR_RESOURCES
+            for verb in ("list", "watch")
+        ),
     }
     assert expected <= granted, expected - granted
     never = {
@@ -1165,6 +1179,7 @@ def test_cluster_role_least_privilege() -> None:
         ("", "nodes", "update"),
         ("podium.dev", "schedulerpolicies", "update"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
+        *((group, resource, "get") for group, resource in SELECTOR_RESOURCES),
     }
     assert not (never & granted), never & granted
 

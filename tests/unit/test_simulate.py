@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from podium.cli import main
-from podium.explain import explain_pod, format_table, snapshot_from
+from podium.explain import ClusterState, explain_pod, explain_state, format_table, snapshot_from
 from podium.objects import parse_pod
 from podium.policy import default_profile
 from podium.simulate import generate_cluster, load_objects, simulate, split_pods
@@ -434,3 +434,60 @@ def test_snapshot_storage_objects_are_used_and_pvs_taken_once(
         "default/p2": "0/2 nodes are available: 2 node(s) didn't find available persistent volumes "
         "to bind."
     }
+
+
+@pytest.mark.parametrize(
+    ("services", "expected"),
+    [
+        pytest.param([], {"a", "b"}, id="no-service-resources-decide"),
+        pytest.param([{"app": "web"}], {"c"}, id="service-spreads-to-c"),
+    ],
+)
+def test_snapshot_services_drive_default_spreading(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    services: list[dict[str, str]],
+    expected: set[str],
+) -> None:
+    """Web pods on a and b, a bigger one on c: only a Service selecting app=web picks c."""
+    web = {"app": "web"}
+    nodes = [node(n, labels={"kubernetes.io/hostname": n}) for n in "abc"]
+    pods = [
+        pod("w1", cpu="500m", memory="512Mi", node_name="a", labels=web),
+        pod("w2", cpu="500m", memory="512Mi", node_name="b", labels=web),
+        pod("other", cpu="1", memory="512Mi", node_name="c", labels={"app": "other"}),
+        pod("new", cpu="500m", memory="512Mi", labels=web),
+    ]
+    path = _write(tmp_path, nodes, pods, "multi-doc")
+    items = [
+        {"metadata": {"name": f"s{i}", "namespace": "default"}, "spec": {"selector": s}}
+        for i, s in enumerate(services)
+    ]
+    path.write_text(
+        path.read_text() + "---\n" + yaml.safe_dump({"kind": "ServiceList", "items": items})
+    )
+    result = _json(capsys, "simulate", "--snapshot", str(path))
+    assert {p["node"] for p in result["placements"]} <= expected
+    assert [p["pod"] for p in result["placements"]] == ["default/new"]
+
+
+def test_explain_reads_services_for_default_spreading() -> None:
+    web = {"app": "web"}
+    service = {"kind": "Service", "metadata": {"name": "web", "namespace": "default"}}
+    state = ClusterState(
+        pod=pod("new", cpu="500m", memory="512Mi", labels=web),
+        nodes=[node(n, labels={"kubernetes.io/hostname": n}) for n in "abc"],
+        pods=[
+            pod("w1", cpu="500m", memory="512Mi", node_name="a", labels=web),
+            pod("w2", cpu="500m", memory="512Mi", node_name="b", labels=web),
+            pod("other", cpu="1", memory="512Mi", node_name="c", labels={"app": "other"}),
+        ],
+        policies=None,
+    )
+    assert explain_state(state).winner in {"a", "b"}
+    state.selectors = [{**service, "spec": {"selector": web}}]
+    exp = explain_state(state)
+    assert (exp.winner, exp.ties) == ("c", ["c"])
+    rows = {r.node: r for r in exp.rows}
+    spread = {n: rows[n].scores["PodTopologySpread"] for n in "abc"}
+    assert spread["c"] > spread["a"] == spread["b"]

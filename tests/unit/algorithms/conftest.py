@@ -157,11 +157,24 @@ def on(node_name: str, body: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def selecting(kind: str, name: str, selector: Any, namespace: str = "default") -> dict[str, Any]:
+    """A Service, ReplicationController, ReplicaSet or StatefulSet with ``spec.selector``.
+
+    ``selector`` is the raw field: a label map for Services and RCs, a
+    LabelSelector for RSs and STSs; None leaves the field out.
+    """
+    spec = {} if selector is None else {"selector": selector}
+    meta = {"name": name, "namespace": namespace, "resourceVersion": "1"}
+    return {"kind": kind, "metadata": meta, "spec": spec}
+
+
 def snapshot(
     nodes: Iterable[Mapping[str, Any]],
     pods: Iterable[Mapping[str, Any]] = (),
     namespaces: Mapping[str, Mapping[str, str]] | None = None,
+    selectors: Iterable[Mapping[str, Any]] = (),
 ) -> Snapshot:
+    """``selectors``: objects made by ``selecting``, for default topology spreading."""
     cache = Cache()
     for body in nodes:
         cache.add_node(parse_node(body))
@@ -170,6 +183,7 @@ def snapshot(
     snap = Snapshot()
     snap.update(cache)
     snap.namespace_labels = {k: dict(v) for k, v in (namespaces or {}).items()}
+    snap.selectors.load(selectors)
     return snap
 
 

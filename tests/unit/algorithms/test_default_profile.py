@@ -16,18 +16,21 @@ from podium.objects import parse_pod
 from podium.policy import default_profile
 from podium.preemption import post_filter
 
-from .conftest import HOST, ZONE, node, on, pod, snapshot
+from .conftest import HOST, ZONE, node, on, pod, selecting, snapshot
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 WEB = {"app": "web"}
+RS = ("ReplicaSet", "rs-web")
+# Only the pods that RS owns are selected by it: default spreading applies to no other case.
+SELECTORS = [selecting("ReplicaSet", "rs-web", {"matchLabels": WEB})]
 
 
 def attempt(
     nodes: list[dict[str, Any]], existing: list[dict[str, Any]], incoming: dict[str, Any]
 ) -> tuple[str, str]:
     """(chosen node, "") or ("", the FailedScheduling message)."""
-    snap = snapshot(nodes, existing)
+    snap = snapshot(nodes, existing, selectors=SELECTORS)
     profile = default_profile()
     target = parse_pod(incoming)
     placement = Scheduler(random.Random(7)).schedule(profile, snap, target)
@@ -243,7 +246,6 @@ NEAR_DB = {
     }
 }
 MB = 1024 * 1024
-RS = ("ReplicaSet", "rs-web")
 
 PLACEMENTS = [
     pytest.param(
@@ -266,8 +268,13 @@ PLACEMENTS = [
             node("n2", zone="a", hostname=True),
             node("n3", zone="b", hostname=True),
         ],
-        [on("n1", pod("w1", owner=RS)), on("n3", pod("w2", owner=RS))],
-        pod("p", owner=RS),
+        # One pod per node, so resources tie: only spreading rs-web's pods picks n2.
+        [
+            on("n1", pod("w1", WEB, owner=RS)),
+            on("n2", pod("other", {"app": "other"})),
+            on("n3", pod("w2", WEB, owner=RS)),
+        ],
+        pod("p", WEB, owner=RS),
         "n2",
         id="system-default-spreading",
     ),

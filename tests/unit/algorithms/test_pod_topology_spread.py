@@ -25,6 +25,7 @@ from .conftest import (
     pod,
     run_filter,
     run_score,
+    selecting,
     snapshot,
     unresolvable,
 )
@@ -282,6 +283,18 @@ def cluster3() -> list[dict[str, Any]]:
 
 
 RS = ("ReplicaSet", "rs-1")
+# The objects DefaultSelector reads: rs-1 and the Service both select app=web.
+RS_WEB = [selecting("ReplicaSet", "rs-1", {"matchLabels": WEB})]
+SVC_WEB = [selecting("Service", "web", WEB)]
+# Three WEB pods of rs-1: one in zone a (a1), two in zone b (b1).
+RS_PODS = [
+    on("a1", pod("x", WEB, owner=RS)),
+    on("b1", pod("y", WEB, owner=RS)),
+    on("b1", pod("z", WEB, owner=RS)),
+]
+# With them, system defaults score a1 = 1*log(5)+2 + 1*log(4)+4 = 9, a2 = 2+5.39 = 7,
+# b1 = 2*log(5)+2 + 2*log(4)+4 = 12 (hostname over 3 nodes, zone over 2 domains).
+SYSTEM = ({"a1": 9, "a2": 7, "b1": 12}, {"a1": 83, "a2": 100, "b1": 58})
 
 SCORE = [
     pytest.param(
@@ -289,6 +302,7 @@ SCORE = [
         webs({"a1": 2, "b1": 1}),
         pod("p", WEB, spread=[spread(when="ScheduleAnyway")]),
         {},
+        [],
         ({"a1": 3, "a2": 3, "b1": 1}, {"a1": 33, "a2": 33, "b1": 100}),
         id="zone-soft-constraint",
     ),
@@ -297,6 +311,7 @@ SCORE = [
         webs({"a1": 2, "b1": 1}),
         pod("p", WEB, spread=[spread(when="ScheduleAnyway")]),
         {},
+        [],
         ({"a1": 3, "a2": 3, "b1": 1, "n0": 0}, {"a1": 33, "a2": 33, "b1": 100, "n0": 0}),
         id="node-without-key-ignored",
     ),
@@ -305,6 +320,7 @@ SCORE = [
         [],
         pod("p", WEB, spread=[spread(when="ScheduleAnyway", skew=1)]),
         {},
+        [],
         ({"a1": 0, "a2": 0, "b1": 0}, {"a1": 100, "a2": 100, "b1": 100}),
         id="all-zero-all-max",
     ),
@@ -313,70 +329,91 @@ SCORE = [
         webs({"a1": 1}),
         pod("p", WEB, spread=[spread(HOST, when="ScheduleAnyway", skew=2)]),
         {},
+        [],
         # hostname: size 3, weight log(5); a1 = 1.609 + 1 -> 3, others 1.
         ({"a1": 3, "a2": 1, "b1": 1}, {"a1": 33, "a2": 100, "b1": 100}),
         id="hostname-soft-constraint",
     ),
     pytest.param(
+        cluster3(), RS_PODS, pod("p", WEB, owner=RS), {}, RS_WEB, SYSTEM, id="system-by-replicaset"
+    ),
+    pytest.param(
         cluster3(),
-        [on("a1", pod("x", owner=RS)), on("b1", pod("y", owner=RS)), on("b1", pod("z", owner=RS))],
-        pod("p", owner=RS),
+        webs({"a1": 1, "b1": 2}),
+        pod("p", WEB),
         {},
-        ({"a1": 9, "a2": 7, "b1": 12}, {"a1": 83, "a2": 100, "b1": 58}),
-        id="system-defaults-by-owner",
+        SVC_WEB,
+        SYSTEM,
+        id="system-by-service-without-owner",
     ),
     pytest.param(
         [*cluster3(), node("n0", hostname=True)],
-        [on("a1", pod("x", owner=RS)), on("b1", pod("y", owner=RS)), on("b1", pod("z", owner=RS))],
-        pod("p", owner=RS),
+        RS_PODS,
+        pod("p", WEB, owner=RS),
         {},
+        RS_WEB,
         ({"a1": 9, "a2": 8, "b1": 13, "n0": 2}, {"a1": 46, "a2": 53, "b1": 15, "n0": 100}),
         id="system-defaults-keep-nodes-without-zone",
     ),
     pytest.param(
         cluster3(),
-        [on("a1", pod("x", owner=("ReplicaSet", "other")))],
-        pod("p", owner=RS),
+        [on("a1", pod("x", WEB, owner=("ReplicaSet", "other"))), on("b1", pod("y", owner=RS))],
+        pod("p", WEB, owner=RS),
         {},
-        ({"a1": 6, "a2": 6, "b1": 6}, {"a1": 100, "a2": 100, "b1": 100}),
-        id="system-defaults-other-owner-not-counted",
+        RS_WEB,
+        # The selector counts x (another owner, app=web), not y (same owner, no label):
+        # a1 = log(5)+2 + log(4)+4 = 9, a2 = 2 + 5.39 = 7, b1 = 2 + 4 = 6.
+        ({"a1": 9, "a2": 7, "b1": 6}, {"a1": 66, "a2": 88, "b1": 100}),
+        id="system-counts-selected-pods-not-siblings",
     ),
-    pytest.param(cluster3(), [], pod("p"), {}, None, id="system-defaults-need-an-owner"),
     pytest.param(
-        cluster3(), [], pod("p", owner=("Job", "j")), {}, None, id="job-owner-gets-no-defaults"
+        cluster3(), RS_PODS, pod("p", WEB), {}, [], None, id="system-needs-a-selecting-object"
     ),
     pytest.param(
         cluster3(),
-        [],
-        pod("p", owner=RS, owner_api="apps/v1beta2"),
+        RS_PODS,
+        pod("p", WEB, owner=("Job", "j")),
         {},
+        RS_WEB,
+        None,
+        id="job-owner-gets-no-defaults",
+    ),
+    pytest.param(
+        cluster3(),
+        RS_PODS,
+        pod("p", WEB, owner=RS, owner_api="apps/v1beta2"),
+        {},
+        RS_WEB,
         None,
         id="owner-api-version-must-match",
     ),
     pytest.param(
         cluster3(),
-        [on("a1", pod("x", owner=RS))],
-        pod("p", owner=RS, spread=[spread()]),
+        RS_PODS,
+        pod("p", WEB, owner=RS, spread=[spread()]),
         {},
+        RS_WEB,
         None,
         id="own-hard-constraints-replace-defaults",
     ),
     pytest.param(
         cluster3(),
-        [on("a1", pod("x", owner=RS))],
-        pod("p", owner=RS),
+        RS_PODS,
+        pod("p", WEB, owner=RS),
         {"defaultingType": "List", "defaultConstraints": []},
+        RS_WEB,
         None,
         id="list-defaulting-without-constraints",
     ),
     pytest.param(
         [*cluster3(), node("n0", hostname=True)],
-        [on("a1", pod("x", owner=RS))],
-        pod("p", owner=RS),
+        [on("a1", pod("x", WEB, owner=RS))],
+        pod("p", WEB, owner=RS),
         {
             "defaultingType": "List",
             "defaultConstraints": [spread(when="ScheduleAnyway", selector=None)],
         },
+        RS_WEB,
         # zone domains a, b: weight log(4); a = 1.386 -> 1; List defaulting ignores n0.
         ({"a1": 1, "a2": 1, "b1": 0, "n0": 0}, {"a1": 0, "a2": 0, "b1": 100, "n0": 0}),
         id="list-defaulting",
@@ -384,15 +421,16 @@ SCORE = [
 ]
 
 
-@pytest.mark.parametrize(("nodes", "existing", "incoming", "args", "expected"), SCORE)
+@pytest.mark.parametrize(("nodes", "existing", "incoming", "args", "objects", "expected"), SCORE)
 def test_score(
     nodes: list[dict[str, Any]],
     existing: list[dict[str, Any]],
     incoming: dict[str, Any],
     args: dict[str, Any],
+    objects: list[dict[str, Any]],
     expected: tuple[dict[str, int], dict[str, int]] | None,
 ) -> None:
-    snap = snapshot(nodes, existing)
+    snap = snapshot(nodes, existing, selectors=objects)
     assert run_score(PodTopologySpread(args), snap, incoming) == expected
 
 
@@ -408,26 +446,46 @@ def test_score_counts_over_all_nodes_but_domains_from_candidates() -> None:
     )
 
 
-def test_default_list_constraints_filter() -> None:
-    snap = snapshot(cluster3(), [on("a1", pod("x", owner=RS)), on("a1", pod("y", owner=RS))])
-    plugin = PodTopologySpread(
-        {"defaultingType": "List", "defaultConstraints": [spread(selector=None)]}
-    )
-    assert run_filter(plugin, snap, pod("p", owner=RS)) == {"a1": R, "a2": R, "b1": ""}
-    assert run_filter(plugin, snap, pod("q")) == {"a1": "", "a2": "", "b1": ""}
+LIST_HARD = {"defaultingType": "List", "defaultConstraints": [spread(selector=None)]}
 
 
-def test_custom_default_selector() -> None:
-    from podium.algorithms.node_affinity import selector_from_set
-
-    snap = snapshot(cluster3(), webs({"a1": 2}))
-    plugin = PodTopologySpread(
-        {"defaultingType": "List", "defaultConstraints": [spread(selector=None)]}
-    )
-    plugin.default_selector = lambda p: (
-        selector_from_set(WEB) if p.labels.get("app") == "web" else None
-    )
-    assert run_filter(plugin, snap, pod("p", WEB)) == {"a1": R, "a2": R, "b1": ""}
+@pytest.mark.parametrize(
+    ("existing", "objects", "incoming", "expected"),
+    [
+        pytest.param(
+            [on("a1", pod("x", WEB, owner=RS)), on("a1", pod("y", WEB, owner=RS))],
+            RS_WEB,
+            pod("p", WEB, owner=RS),
+            {"a1": R, "a2": R, "b1": ""},
+            id="replicaset",
+        ),
+        pytest.param(
+            webs({"a1": 2}), SVC_WEB, pod("p", WEB), {"a1": R, "a2": R, "b1": ""}, id="service"
+        ),
+        pytest.param(
+            webs({"a1": 2}),
+            SVC_WEB,
+            pod("q", {"app": "db"}),
+            {"a1": "", "a2": "", "b1": ""},
+            id="not-selected",
+        ),
+        pytest.param(
+            webs({"a1": 2}),
+            [],
+            pod("p", WEB),
+            {"a1": "", "a2": "", "b1": ""},
+            id="no-objects",
+        ),
+    ],
+)
+def test_default_list_constraints_filter(
+    existing: list[dict[str, Any]],
+    objects: list[dict[str, Any]],
+    incoming: dict[str, Any],
+    expected: dict[str, str],
+) -> None:
+    snap = snapshot(cluster3(), existing, selectors=objects)
+    assert run_filter(PodTopologySpread(LIST_HARD), snap, incoming) == expected
 
 
 @pytest.mark.parametrize(
