@@ -1,4 +1,5 @@
-"""Podium as a real subprocess (`python -m podium run`) against the session cluster."""
+"""Podium as a real subprocess (`python -m podium run`) against the session cluster, and
+the no-overbooking check that ends every e2e test using that cluster."""
 
 from __future__ import annotations
 
@@ -14,9 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
+import pytest
 import pytest_asyncio
+from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
+from tests.e2e.overbooking import assert_no_overbooking
+
+_E2E = Path(__file__).parent
 
 
 def _free_port() -> int:
@@ -104,3 +110,50 @@ async def podium(
     for proc in started:
         if proc.process.poll() is None:
             proc.kill(signal.SIGTERM)
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def no_overbooking(api_client: ApiClient) -> AsyncIterator[None]:
+    """After the test, no node may be over allocatable because a scheduler put a pod there.
+
+    Every e2e test whose fixtures include ``control_plane`` gets this fixture
+    (``pytest_collection_modifyitems`` below): tests that start Podium through
+    ``podium``, tests that drive an in-process Podium, and tests that run the
+    real kube-scheduler, whose binds are held to the same rule (which also
+    checks the port against the real thing). It is appended last, so it is set
+    up last and torn down first: the check sees the test's final state before
+    ``namespace`` deletes its pods and ``node_factory`` its nodes, with the
+    schedulers still running. A failure is reported as an error at teardown.
+
+    The rule (``tests.kube_accounting.overbookings``), over every Node and Pod:
+    a pod counts on its node as in kube-scheduler's cache (spec.nodeName set,
+    phase not Succeeded/Failed; pods being deleted still count), its requests as
+    ``PodInfo.CalculateResource`` computes them, and the node offers
+    ``status.allocatable``. A node is at fault on a resource (pod count
+    included) when the total is over allocatable AND at least one pod that a
+    scheduler bound there (Binding API: ``PodScheduled=True``) asks for that
+    resource. Pods created with spec.nodeName carry no such condition: a node
+    overbooked by them alone is the test's own doing and passes, but no
+    scheduler may add a pod asking for the resource in excess (for the pod
+    count: any pod), as kube-scheduler's NodeResourcesFit refuses exactly that.
+
+    Limits: it assumes nothing shrinks a node's allocatable or adds
+    spec.nodeName pods to a node after a scheduler bound there (the rule would
+    blame the scheduler's pods), and NodeResourcesFit's default arguments (no
+    ignored extended resources, no DRA-backed extended resources).
+    """
+    yield
+    await assert_no_overbooking(api_client)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Give ``no_overbooking`` to every e2e test that uses the cluster, after its own fixtures."""
+    for item in items:
+        names = getattr(item, "fixturenames", None)
+        if (
+            _E2E in item.path.parents
+            and names is not None
+            and "control_plane" in names
+            and "no_overbooking" not in names
+        ):
+            names.append("no_overbooking")
