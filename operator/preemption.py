@@ -38,9 +38,9 @@ import numpy as np
 import structlog
 
 from podium.algorithm import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
-from podium.algorithms.node_affinity import Selector, parse_label_selector
 from podium.framework import Cycle
 from podium.kube import ApiError, KubeClient
+from podium.labels import Selector, parse_label_selector
 from podium.objects import PodInfo
 from podium.profile import Profile
 from podium.snapshot import Snapshot

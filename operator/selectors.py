@@ -14,13 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from podium.algorithms.node_affinity import (
-    NOTHING,
-    Requirement,
-    Selector,
-    parse_label_selector,
-    selector_from_set,
-)
+from podium.labels import NOTHING, Requirement, Selector, parse_label_selector, selector_from_set
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo

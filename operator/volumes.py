@@ -14,10 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from podium.labels import NodeTerm, Selector, parse_label_selector, parse_node_terms
 from podium.quantity import QuantityError, to_int
 
 if TYPE_CHECKING:
-    from podium.algorithms.node_affinity import NodeTerm, Selector
     from podium.objects import PodInfo
 
 __all__ = [
@@ -200,9 +200,6 @@ def claim_class(annotations: Mapping[str, str], spec: Mapping[str, Any]) -> str:
 
 
 def parse_pv(body: Mapping[str, Any]) -> PersistentVolume:
-    # Imported here: podium.algorithms imports the volume plugins, which import this module.
-    from podium.algorithms.node_affinity import parse_node_terms
-
     meta, annotations = _meta(body)
     spec = _dict(body.get("spec"))
     ref = spec.get("claimRef")
@@ -235,8 +232,6 @@ def parse_pv(body: Mapping[str, Any]) -> PersistentVolume:
 
 
 def parse_pvc(body: Mapping[str, Any]) -> PersistentVolumeClaim:
-    from podium.algorithms.node_affinity import parse_label_selector
-
     meta, annotations = _meta(body)
     spec = _dict(body.get("spec"))
     selector: Selector | None = None

@@ -20,7 +20,6 @@ import numpy as np
 from numpy.typing import NDArray
 
 from podium.algorithms import register
-from podium.algorithms.node_affinity import RowTracker, same_object, snapshot_cache
 from podium.framework import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -30,6 +29,7 @@ from podium.framework import (
     ScorePlugin,
 )
 from podium.objects import PodInfo, normalize_image
+from podium.rows import RowTracker, same_object, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import NodeInfo

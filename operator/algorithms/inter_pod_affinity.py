@@ -32,17 +32,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import numpy as np
 
 from podium.algorithms import register
-from podium.algorithms.node_affinity import (
-    EXISTS,
-    IN,
-    NOTHING,
-    RowTracker,
-    Selector,
-    label_codes,
-    parse_label_selector,
-    same_pods,
-    snapshot_cache,
-)
 from podium.framework import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -55,6 +44,8 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.labels import EXISTS, IN, NOTHING, Selector, parse_label_selector
+from podium.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from podium.algorithms import register
-from podium.algorithms.node_affinity import RowTracker, same_pods, snapshot_cache
 from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.rows import RowTracker, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from podium.algorithms import register
-from podium.algorithms.node_affinity import RowTracker, same_object, snapshot_cache
 from podium.framework import MAX_NODE_SCORE, ClusterEvent, Cycle, IndexArray, IntArray, ScorePlugin
+from podium.rows import RowTracker, same_object, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import NodeInfo, PodInfo

@@ -30,14 +30,7 @@ from numpy.typing import NDArray
 
 from podium.algorithms import register
 from podium.algorithms.inter_pod_affinity import exact_lookup, pod_index
-from podium.algorithms.node_affinity import (
-    LabelCodes,
-    Selector,
-    label_codes,
-    parse_label_selector,
-    required_node_affinity_mask,
-    selector_from_set,
-)
+from podium.algorithms.node_affinity import required_node_affinity_mask
 from podium.algorithms.taint_toleration import untolerated
 from podium.framework import (
     MAX_NODE_SCORE,
@@ -51,7 +44,9 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.labels import Selector, parse_label_selector, selector_from_set
 from podium.objects import Taint
+from podium.rows import LabelCodes, label_codes
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo
