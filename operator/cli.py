@@ -280,5 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def kubectl_main() -> int:
+    """``kubectl podium explain ...``: kubectl runs ``kubectl-podium explain ...``."""
+    return main(sys.argv[1:])
+
+
 if __name__ == "__main__":
     sys.exit(main())

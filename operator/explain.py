@@ -64,7 +64,6 @@ __all__ = [
     "explain_cluster",
     "explain_pod",
     "format_table",
-    "kubectl_main",
     "run_explain",
     "snapshot_from",
 ]
@@ -928,10 +927,3 @@ def run_explain(args: argparse.Namespace) -> int:
     else:
         print(format_table(exp, args.top))
     return 0
-
-
-def kubectl_main() -> int:
-    """``kubectl podium explain ...``: kubectl runs ``kubectl-podium explain ...``."""
-    from podium.cli import main
-
-    return main(sys.argv[1:])
