@@ -16,32 +16,28 @@ plugin (pkg/scheduler/framework/preemption, plugins/defaultpreemption):
 * pickOneNodeForPreemption: fewest PDB violations, lowest highest victim
   priority, lowest priority sum, fewest victims, latest start time of the
   highest-priority victims, then the first candidate;
-* ``actuate``: nominate the node, mark and delete (or evict) the victims with
-  a "Preempted" Event each, and clear lower-priority nominations on the node.
 
-Pods nominated by earlier preemptions hold their room on their node for pods
-of lower priority (``Nominator``, ``algorithm.reserve_nominated``).
+Pure: it decides, and ``podium.preemptor`` carries the decision out. Pods
+nominated by earlier preemptions hold their room on their node for pods of
+lower priority (``podium.nominator``, ``algorithm.reserve_nominated``).
 """
 
 from __future__ import annotations
 
 import random
-import secrets
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
-import structlog
 
 from podium.algorithm import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
 from podium.framework import Cycle
-from podium.kube import ApiError, KubeClient
-from podium.labels import Selector, parse_label_selector
 from podium.objects import PodInfo
+from podium.pdb import Pdb
 from podium.profile import Profile
 from podium.snapshot import Snapshot
 
@@ -51,20 +47,16 @@ __all__ = [
     "NO_VICTIMS",
     "TERMINATING",
     "Candidate",
-    "Nominator",
-    "Pdb",
     "PreemptionResult",
     "best_candidates",
     "candidate_count",
     "evaluate",
     "filter_victims_with_pdb_violation",
-    "parse_pdb",
     "pick_one_node",
     "post_filter",
     "select_victims_on_node",
 ]
 
-log = structlog.get_logger("podium.preemption")
 
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
@@ -76,91 +68,6 @@ TERMINATING = "not eligible due to a terminating pod on the nominated node."
 PREFILTER_REJECTED = "not found"
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
-
-
-# -- inputs ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Pdb:
-    """The parts of a PodDisruptionBudget preemption reads."""
-
-    namespace: str
-    name: str
-    selector: Selector | None  # None: invalid, matches nothing
-    disruptions_allowed: int
-    disrupted_pods: frozenset[str] = frozenset()
-
-    @property
-    def key(self) -> str:
-        return f"{self.namespace}/{self.name}"
-
-    def matches(self, pod: PodInfo) -> bool:
-        """A nil or empty selector matches nothing (FilterVictimsWithPDBViolation)."""
-        if pod.namespace != self.namespace or self.selector is None or self.selector.empty:
-            return False
-        return self.selector.matches(pod.labels)
-
-
-def parse_pdb(body: Mapping[str, Any]) -> Pdb | None:
-    meta = body.get("metadata") or {}
-    name = str(meta.get("name") or "")
-    if not name:
-        return None
-    spec = body.get("spec") or {}
-    status = body.get("status") or {}
-    selector = parse_label_selector(spec.get("selector"))
-    allowed = status.get("disruptionsAllowed")
-    disrupted = status.get("disruptedPods") or {}
-    return Pdb(
-        namespace=str(meta.get("namespace") or "default"),
-        name=name,
-        selector=selector if isinstance(selector, Selector) else None,
-        disruptions_allowed=allowed if isinstance(allowed, int) else 0,
-        disrupted_pods=frozenset(str(k) for k in disrupted)
-        if isinstance(disrupted, Mapping)
-        else frozenset(),
-    )
-
-
-class Nominator:
-    """In-memory nominations (PodNominator): which pending pod waits for which node."""
-
-    def __init__(self) -> None:
-        self.by_uid: dict[str, tuple[PodInfo, str]] = {}
-        self.by_node: dict[str, dict[str, PodInfo]] = {}
-
-    def __len__(self) -> int:
-        return len(self.by_uid)
-
-    def node_of(self, uid: str) -> str:
-        entry = self.by_uid.get(uid)
-        return entry[1] if entry else ""
-
-    def add(self, pod: PodInfo, node: str) -> None:
-        self.remove(pod.uid)
-        if not node:
-            return
-        self.by_uid[pod.uid] = (pod, node)
-        self.by_node.setdefault(node, {})[pod.uid] = pod
-
-    def update(self, pod: PodInfo) -> None:
-        """A pending pod's new version: keep an in-memory nomination the API has not echoed yet."""
-        node = pod.nominated_node or self.node_of(pod.uid)
-        if node:
-            self.add(pod, node)
-
-    def remove(self, uid: str) -> None:
-        entry = self.by_uid.pop(uid, None)
-        if entry is None:
-            return
-        pods = self.by_node.get(entry[1])
-        if pods is not None:
-            pods.pop(uid, None)
-            if not pods:
-                del self.by_node[entry[1]]
-
-    def lower_priority_on(self, node: str, priority: int) -> list[PodInfo]:
-        """getLowerPriorityNominatedPods."""
-        return [p for p in self.by_node.get(node, {}).values() if p.priority < priority]
 
 
 # -- dry run --------------------------------------------------------------------------------
@@ -422,159 +329,3 @@ def post_filter(
 ) -> str:
     """The "preemption: ..." suffix of the FailedScheduling message (a dry run)."""
     return evaluate(profile, snapshot, pod, diagnosis, rng, pdbs, nominated).message
-
-
-# -- actuation ------------------------------------------------------------------------------
-def _now() -> str:
-    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _pod_path(pod: PodInfo) -> str:
-    return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
-
-
-async def set_nominated_node(client: KubeClient, pod: PodInfo, node: str) -> None:
-    """PATCH pods/status nominatedNodeName ("" clears it)."""
-    body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node or None}}
-    try:
-        await client.patch(_pod_path(pod) + "/status", body)
-    except Exception as exc:
-        if not isinstance(exc, ApiError) or exc.status != 404:
-            log.warning("nominate_failed", pod=pod.name, namespace=pod.namespace, error=str(exc))
-
-
-async def _preempted_event(
-    client: KubeClient,
-    instance: str,
-    victim: PodInfo,
-    preemptor: PodInfo,
-    node: str,
-    controller: str,
-) -> None:
-    body = {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {
-            "name": f"{victim.name}.{secrets.token_hex(8)}",
-            "namespace": victim.namespace,
-        },
-        "eventTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
-        "reportingController": controller,
-        "reportingInstance": instance,
-        "action": "Preempting",
-        "reason": "Preempted",
-        "regarding": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": victim.namespace,
-            "name": victim.name,
-            "uid": victim.uid,
-        },
-        "related": {
-            "apiVersion": "v1",
-            "kind": "Pod",
-            "namespace": preemptor.namespace,
-            "name": preemptor.name,
-            "uid": preemptor.uid,
-        },
-        "note": f"Preempted by pod {preemptor.uid} on node {node}",
-        "type": "Normal",
-    }
-    try:
-        await client.post(f"/apis/events.k8s.io/v1/namespaces/{victim.namespace}/events", body)
-    except ApiError as exc:
-        log.warning("preempted_event_failed", pod=victim.name, error=str(exc))
-
-
-async def preempt_victim(
-    client: KubeClient,
-    victim: PodInfo,
-    preemptor: PodInfo,
-    node: str,
-    scheduler_name: str,
-    instance: str,
-    covered: bool,
-) -> bool:
-    """PreemptPod: DisruptionTarget condition, then delete (or evict), then the Event.
-
-    Returns False when the victim was gone already. A victim covered by a
-    PodDisruptionBudget goes through the Eviction API; if the budget refuses
-    (429), it is deleted anyway, as kube-scheduler does for the last-resort
-    candidate that violates budgets.
-    """
-    condition = {
-        "type": DISRUPTION_TARGET,
-        "status": "True",
-        "reason": PREEMPTION_BY_SCHEDULER,
-        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
-        "lastTransitionTime": _now(),
-    }
-    path = _pod_path(victim)
-    try:
-        await client.patch(
-            path + "/status",
-            {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}},
-        )
-    except ApiError as exc:
-        if exc.status in (404, 409):
-            return False
-        raise
-    options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
-    try:
-        if covered:
-            try:
-                eviction = {
-                    "apiVersion": "policy/v1",
-                    "kind": "Eviction",
-                    "metadata": {"name": victim.name, "namespace": victim.namespace},
-                    "deleteOptions": options,
-                }
-                await client.post(path + "/eviction", eviction)
-            except ApiError as exc:
-                if exc.status != 429:
-                    raise
-                log.info("eviction_refused_deleting", pod=victim.name, namespace=victim.namespace)
-                await client.delete(path, options)
-        else:
-            await client.delete(path, options)
-    except ApiError as exc:
-        if exc.status in (404, 409):
-            return False
-        raise
-    log.info(
-        "preempted",
-        preemptor=preemptor.key,
-        victim=victim.key,
-        node=node,
-    )
-    await _preempted_event(client, instance, victim, preemptor, node, scheduler_name)
-    return True
-
-
-async def actuate(
-    client: KubeClient,
-    preemptor: PodInfo,
-    candidate: Candidate,
-    scheduler_name: str,
-    instance: str,
-    pdbs: Iterable[Pdb] = (),
-    lower_nominated: Iterable[PodInfo] = (),
-) -> None:
-    """prepareCandidate: nominate, preempt every victim, clear lower-priority nominations."""
-    budgets = list(pdbs)
-    await set_nominated_node(client, preemptor, candidate.node)
-    for victim in candidate.victims:
-        if victim.deleting:
-            continue  # graceful deletion has started already
-        covered = any(pdb.matches(victim) for pdb in budgets)
-        try:
-            await preempt_victim(
-                client, victim, preemptor, candidate.node, scheduler_name, instance, covered
-            )
-        except Exception as exc:  # the preemptor retries; a later cycle picks again
-            log.warning(
-                "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
-            )
-            return
-    for pod in lower_nominated:
-        await set_nominated_node(client, pod, "")

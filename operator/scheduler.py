@@ -25,9 +25,12 @@ from podium.decision import EVENT, build_record
 from podium.framework import ClusterEvent
 from podium.kube import ApiError, KubeClient
 from podium.metrics import Metrics
+from podium.nominator import Nominator
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.pdb import Pdb, parse_pdb
 from podium.pod_resources import requests_decreased
-from podium.preemption import Nominator, Pdb, actuate, evaluate, parse_pdb, set_nominated_node
+from podium.preemption import evaluate
+from podium.preemptor import actuate, set_nominated_node
 from podium.profile import Profile
 from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.resync import Resyncer

@@ -10,7 +10,9 @@ import pytest
 
 from podium.algorithm import Scheduler
 from podium.cache import Cache
+from podium.nominator import Nominator
 from podium.objects import PodInfo, parse_node, parse_pod
+from podium.pdb import Pdb, parse_pdb
 from podium.policy import default_profile
 from podium.preemption import (
     NEVER,
@@ -18,12 +20,9 @@ from podium.preemption import (
     NOT_HELPFUL,
     TERMINATING,
     Candidate,
-    Nominator,
-    Pdb,
     best_candidates,
     evaluate,
     filter_victims_with_pdb_violation,
-    parse_pdb,
     pick_one_node,
     select_victims_on_node,
 )
