@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import yaml
 
-from podium.devcluster.objects import make_node, make_pod
+from podium.manifests import make_node, make_pod
 
 __all__ = [
     "BENCH_LABEL",

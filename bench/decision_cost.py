@@ -26,8 +26,8 @@ from podium.decision import EVENT, build_record
 from podium.logs import configure_logging
 from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.simulate import generate_cluster
 from podium.snapshot import Snapshot
+from podium.tools.generate import generate_cluster
 
 
 def _run(nodes: int, pods: int, top: int) -> dict[str, list[float]]:

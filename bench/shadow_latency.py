@@ -28,7 +28,8 @@ from kubernetes_asyncio import client
 
 from podium.decision import read_records
 from podium.devcluster import ControlPlane, ensure_binaries
-from podium.devcluster.objects import create_nodes, make_node, make_pod
+from podium.devcluster.objects import create_nodes
+from podium.manifests import make_node, make_pod
 
 CRD = Path(__file__).parents[1] / "charts" / "podium" / "crds" / "schedulerpolicies.podium.dev.yaml"
 GROUP, VERSION, PLURAL = "podium.dev", "v1alpha1", "schedulerpolicies"

@@ -25,7 +25,10 @@ __all__ = [
     "Diagnosis",
     "Nominated",
     "Placement",
+    "PreFilterOutcome",
     "num_feasible_nodes_to_find",
+    "run_filters",
+    "run_pre_filters",
     "schedule",
 ]
 
@@ -150,7 +153,52 @@ def release_nominated(snapshot: Snapshot, edits: list[tuple[int, RowBackup]]) ->
         snapshot.restore_row(row, backup)
 
 
-def _run_filters(
+@dataclass(slots=True)
+class PreFilterOutcome:
+    """What the PreFilter plugins decided before any node is filtered."""
+
+    # The node names the pod may go to; None when no plugin restricted them.
+    allowed: frozenset[str] | None = None
+    # The plugins that restricted them, in profile order.
+    narrowing: list[str] = field(default_factory=list)
+    # Set when the pod is rejected for every node: the message and the plugin.
+    reject: str = ""
+    plugin: str = ""
+    unresolvable: bool = True
+
+
+def run_pre_filters(profile: Profile, cycle: Cycle) -> PreFilterOutcome:
+    """RunPreFilterPlugins: each plugin's verdict, stopping at the first outright rejection."""
+    out = PreFilterOutcome()
+    for plugin in profile.filters:
+        result = plugin.pre_filter(cycle)
+        if result is None:
+            continue
+        if result.reject:
+            out.reject, out.plugin, out.unresolvable = (
+                result.reject,
+                plugin.name,
+                result.unresolvable,
+            )
+            return out
+        if result.node_names is not None:
+            allowed = result.node_names if out.allowed is None else out.allowed & result.node_names
+            out.allowed = allowed
+            out.narrowing.append(plugin.name)
+            if not allowed:
+                # Disjoint node sets reject the pod outright.
+                plugins = sorted(set(out.narrowing))
+                out.reject = (
+                    f"node(s) didn't satisfy plugin {plugins[0]}"
+                    if len(plugins) == 1
+                    else f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously"
+                )
+                out.plugin = plugin.name
+                return out
+    return out
+
+
+def run_filters(
     profile: Profile, cycle: Cycle, nodes: IndexArray, diagnosis: Diagnosis | None
 ) -> IndexArray:
     """Every filter in order over the still-feasible nodes; the first rejection wins."""
@@ -196,38 +244,18 @@ def schedule(
         status=np.full(total, UNSEEN, dtype=np.int8),
         plugin=np.full(total, -1, dtype=np.int16),
     )
-    allowed: frozenset[str] | None = None
-    restricting: list[str] = []
     prefilter_started = time.perf_counter()
-    for plugin in profile.filters:
-        result = plugin.pre_filter(cycle)
-        if result is None:
-            continue
-        if result.reject:
-            diagnosis.prefilter_msg = result.reject
-            diagnosis.prefilter_plugin = plugin.name
-            diagnosis.rejected_by.add(plugin.name)
-            diagnosis.status[:] = UNRESOLVABLE if result.unresolvable else UNSCHEDULABLE
-            return Placement(
-                diagnosis=diagnosis, prefilter_seconds=time.perf_counter() - prefilter_started
-            )
-        if result.node_names is not None:
-            allowed = result.node_names if allowed is None else allowed & result.node_names
-            diagnosis.rejected_by.add(plugin.name)
-            restricting.append(plugin.name)
-            if not allowed:
-                # RunPreFilterPlugins: disjoint node sets reject the pod outright.
-                plugins = sorted(set(restricting))
-                diagnosis.prefilter_msg = (
-                    f"node(s) didn't satisfy plugin {plugins[0]}"
-                    if len(plugins) == 1
-                    else f"node(s) didn't satisfy plugin(s) [{' '.join(plugins)}] simultaneously"
-                )
-                diagnosis.prefilter_plugin = plugin.name
-                diagnosis.status[:] = UNRESOLVABLE
-                return Placement(
-                    diagnosis=diagnosis, prefilter_seconds=time.perf_counter() - prefilter_started
-                )
+    pre = run_pre_filters(profile, cycle)
+    diagnosis.rejected_by.update(pre.narrowing)
+    if pre.reject:
+        diagnosis.prefilter_msg = pre.reject
+        diagnosis.prefilter_plugin = pre.plugin
+        diagnosis.rejected_by.add(pre.plugin)
+        diagnosis.status[:] = UNRESOLVABLE if pre.unresolvable else UNSCHEDULABLE
+        return Placement(
+            diagnosis=diagnosis, prefilter_seconds=time.perf_counter() - prefilter_started
+        )
+    allowed, restricting = pre.allowed, pre.narrowing
 
     filter_started = time.perf_counter()
     prefilter_seconds = filter_started - prefilter_started
@@ -238,7 +266,7 @@ def schedule(
         if row is not None:
             # evaluateNominatedNode: the node an earlier preemption freed is tried first.
             nodes = np.array([row], dtype=np.intp)
-            if _run_filters(profile, cycle, nodes, None).size:
+            if run_filters(profile, cycle, nodes, None).size:
                 return Placement(
                     node=node,
                     evaluated=1,
@@ -295,7 +323,7 @@ def _find_feasible(
     processed = 0
     for start in range(0, order.size, chunk):
         nodes = order[start : start + chunk]
-        fit = _run_filters(profile, cycle, nodes, diagnosis)
+        fit = run_filters(profile, cycle, nodes, diagnosis)
         if found + fit.size >= wanted:
             fit = fit[: wanted - found]
             last = int(np.flatnonzero(nodes == fit[-1])[0]) if fit.size else -1

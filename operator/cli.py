@@ -234,12 +234,12 @@ def _plugins() -> int:
 
 
 def _policy_test(args: argparse.Namespace) -> int:
-    from podium.policytest import report, run_directory
-    from podium.simulate import SimulateError
+    from podium.tools.inputs import InputError
+    from podium.tools.policytest import report, run_directory
 
     try:
         results = run_directory(args.directory, args.policy)
-    except SimulateError as exc:
+    except InputError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return 1
     print(report(results))
@@ -258,19 +258,19 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             return run_demo(nodes=args.nodes, pods=args.pods)
         if args.command == "explain":
-            from podium.explain import run_explain
+            from podium.tools.explain import run_explain
 
             return run_explain(args)
         if args.command == "simulate" and args.replay:
-            from podium.replay import run_replay
+            from podium.tools.replay import run_replay
 
             return run_replay(args)
         if args.command == "simulate":
-            from podium.simulate import run_simulate
+            from podium.tools.simulate import run_simulate
 
             return run_simulate(args)
         if args.command == "shadow-report":
-            from podium.shadowreport import run_shadow_report
+            from podium.tools.shadowreport import run_shadow_report
 
             return run_shadow_report(args)
         if args.command == "policy":

@@ -14,8 +14,9 @@ from typing import Any, cast
 from kubernetes_asyncio import client, watch
 
 from podium.devcluster import ControlPlane, ensure_binaries
-from podium.devcluster.objects import create_nodes, make_node, make_pod
+from podium.devcluster.objects import create_nodes
 from podium.logs import configure_logging
+from podium.manifests import make_node, make_pod
 from podium.runtime import RunOptions, run_operator
 
 __all__ = ["run_demo"]

@@ -11,8 +11,9 @@ name appears.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,7 @@ from podium.objects import HostPort, NodeInfo, PodInfo
 from podium.selectors import SelectorStore
 from podium.volumes import VolumeStore
 
-__all__ = ["BASE_RESOURCES", "RowBackup", "Snapshot"]
+__all__ = ["BASE_RESOURCES", "RowBackup", "Snapshot", "build_snapshot"]
 
 BASE_RESOURCES = ("cpu", "memory", "ephemeral-storage")
 _PRESSURE = ("MemoryPressure", "DiskPressure", "PIDPressure", "NetworkUnavailable")
@@ -263,3 +264,31 @@ class Snapshot:
         for i, pods in enumerate(self.pods):
             for pod in pods.values():
                 yield i, pod
+
+
+def build_snapshot(
+    nodes: Iterable[NodeInfo],
+    pods: Iterable[PodInfo],
+    *,
+    storage: Iterable[Mapping[str, Any]] = (),
+    selectors: Iterable[Mapping[str, Any]] = (),
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> tuple[Cache, Snapshot]:
+    """A cache of ``nodes`` and the bound, non-terminal ``pods``, and a snapshot of it.
+
+    The one way the tools (and tests) turn objects read from a cluster or a
+    file into what the scheduling cycle reads; storage objects, workload
+    selectors and namespace labels go where the live scheduler keeps them.
+    """
+    cache = Cache()
+    for node in nodes:
+        cache.add_node(node)
+    for pod in pods:
+        if pod.bound and not pod.terminal:
+            cache.add_pod(pod)
+    snapshot = Snapshot()
+    snapshot.volumes.load(storage)
+    snapshot.selectors.load(selectors)
+    snapshot.namespace_labels = {k: dict(v) for k, v in (namespace_labels or {}).items()}
+    snapshot.update(cache)
+    return cache, snapshot

@@ -19,7 +19,8 @@ from kubernetes_asyncio.client import ApiClient
 from podium.algorithms import FILTERS, SCORES
 from podium.algorithms.node_declared_features import REASON, RESTART_ALL_CONTAINERS
 from podium.devcluster import ControlPlane
-from podium.devcluster.objects import make_node, make_pod, wait_for
+from podium.devcluster.objects import wait_for
+from podium.manifests import make_node, make_pod
 from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]

@@ -21,8 +21,9 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
-from podium.devcluster.objects import create_pod, make_node, make_pod, wait_for
-from podium.explain import explain_cluster
+from podium.devcluster.objects import create_pod, wait_for
+from podium.manifests import make_node, make_pod
+from podium.tools.explain import explain_cluster
 from tests.e2e.test_policy import GROUP, PLURAL, VERSION, crd  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]

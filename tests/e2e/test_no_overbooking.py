@@ -13,7 +13,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.devcluster.objects import create_pod, make_node, make_pod, pod_events, wait_for
+from podium.devcluster.objects import create_pod, pod_events, wait_for
+from podium.manifests import make_node, make_pod
 from tests.e2e.overbooking import find_overbookings
 from tests.kube_accounting import node_allocatable, pod_resource
 

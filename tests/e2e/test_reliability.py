@@ -27,8 +27,9 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.binder import Binder
 from podium.devcluster import ControlPlane
-from podium.devcluster.objects import make_node, make_pod, pod_events, wait_for
+from podium.devcluster.objects import pod_events, wait_for
 from podium.kube import KubeClient, load_credentials
+from podium.manifests import make_node, make_pod
 from podium.objects import parse_pod
 from podium.policy import default_profile
 from podium.scheduler import PodiumScheduler

@@ -9,7 +9,8 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.devcluster.objects import make_node, make_pod, wait_for
+from podium.devcluster.objects import wait_for
+from podium.manifests import make_node, make_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

@@ -15,7 +15,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.decision import read_records
-from podium.devcluster.objects import make_node, make_pod, pod_events, wait_for
+from podium.devcluster.objects import pod_events, wait_for
+from podium.manifests import make_node, make_pod
 from tests.e2e.test_policy import (
     GROUP,
     PLURAL,

@@ -11,7 +11,8 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.devcluster.objects import create_pod, make_node, make_pod, pod_events, wait_for
+from podium.devcluster.objects import create_pod, pod_events, wait_for
+from podium.manifests import make_node, make_pod
 
 from .faults import deny_admission
 from .storage import (

@@ -15,8 +15,7 @@ from podium.algorithm import Scheduler
 from podium.decision import EVENT, build_record
 from podium.objects import parse_node, parse_pod
 from podium.policy import build_profile
-from podium.simulate import build_cache
-from podium.snapshot import Snapshot
+from podium.snapshot import build_snapshot
 from tests.unit.builders import node, pod
 
 SCHEMA = json.loads(
@@ -45,8 +44,7 @@ def decide(
     nodes: list[dict[str, Any]], body: dict[str, Any], top: int, spec: dict[str, Any] | None = None
 ) -> dict[str, Any]:
     profile = build_profile(spec or {}, policy="live", generation=4)
-    snapshot = Snapshot()
-    snapshot.update(build_cache([parse_node(n) for n in nodes], []))
+    _, snapshot = build_snapshot([parse_node(n) for n in nodes], [])
     target = parse_pod(body)
     placement = Scheduler(random.Random(0)).schedule(profile, snapshot, target, record=top > 0)
     result = "scheduled" if placement.node else "unschedulable"
@@ -156,8 +154,7 @@ def test_record(
 def test_top_nodes_off_keeps_no_per_plugin_scores() -> None:
     """topNodes 0 costs the cycle nothing: the algorithm keeps no per-plugin arrays."""
     profile = build_profile(LEAST)
-    snapshot = Snapshot()
-    snapshot.update(build_cache([parse_node(n) for n in (BIG, SMALL)], []))
+    _, snapshot = build_snapshot([parse_node(n) for n in (BIG, SMALL)], [])
     placement = Scheduler().schedule(profile, snapshot, parse_pod(pod("p", cpu="1")))
     assert placement.plugin_scores == {}
 
@@ -178,8 +175,7 @@ def test_schema_rejects(change: dict[str, Any], error: str) -> None:
 
 def test_record_without_a_policy_or_placement() -> None:
     """A pod waiting for a SchedulerPolicy still gets its one record per attempt."""
-    snapshot = Snapshot()
-    snapshot.update(build_cache([parse_node(BIG)], []))
+    _, snapshot = build_snapshot([parse_node(BIG)], [])
     target = parse_pod(pod("p", scheduler_name="nobody"))
     record = validate(
         render(

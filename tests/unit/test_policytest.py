@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from podium.cli import main
-from podium.policytest import run_directory
+from podium.tools.policytest import run_directory
 
 EXAMPLES = Path(__file__).parents[2] / "docs" / "examples" / "policy-tests"
 

@@ -19,10 +19,10 @@ from podium.decision import EVENT, build_record
 from podium.devcluster.objects import wait_for
 from podium.objects import parse_node, parse_pod
 from podium.policy import PolicyError, build_profile
-from podium.replay import NEEDS_SNAPSHOT
 from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
-from podium.simulate import generate_cluster
 from podium.snapshot import Snapshot
+from podium.tools.generate import generate_cluster
+from podium.tools.replay import NEEDS_SNAPSHOT
 from tests.unit.builders import node, pod
 from tests.unit.test_decision import render, validate
 

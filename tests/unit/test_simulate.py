@@ -11,10 +11,13 @@ import pytest
 import yaml
 
 from podium.cli import main
-from podium.explain import ClusterState, explain_pod, explain_state, format_table, snapshot_from
-from podium.objects import parse_pod
+from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.simulate import generate_cluster, load_objects, simulate, split_pods
+from podium.snapshot import build_snapshot
+from podium.tools.explain import ClusterState, explain_pod, explain_state, format_table
+from podium.tools.generate import generate_cluster
+from podium.tools.inputs import load_objects
+from podium.tools.simulation import simulate, split_pods
 from tests.unit.builders import node, pod
 
 TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
@@ -303,7 +306,7 @@ def test_list_wrappers_and_kindless_items(tmp_path: Path) -> None:
 def _explain(
     nodes: list[dict[str, Any]], bound: list[dict[str, Any]], target: dict[str, Any]
 ) -> Any:
-    cache, snapshot = snapshot_from(nodes, bound)
+    cache, snapshot = build_snapshot([parse_node(n) for n in nodes], [parse_pod(p) for p in bound])
     return explain_pod(default_profile(), snapshot, parse_pod(target), cache)
 
 

@@ -24,7 +24,8 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.algorithm import Scheduler
 from podium.cache import Cache
-from podium.devcluster.objects import create_nodes, delete_nodes, make_node, make_pod, wait_for
+from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
+from podium.manifests import make_node, make_pod
 from podium.objects import parse_node, parse_pod
 from podium.policy import build_profile
 from podium.preemption import best_candidates, evaluate

@@ -27,9 +27,9 @@ from podium.algorithm import Scheduler
 from podium.decision import read_records
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.profile import Profile
-from podium.shadowreport import final_decisions
-from podium.simulate import SimulateError, build_cache, load_objects, load_policy
-from podium.snapshot import Snapshot
+from podium.snapshot import build_snapshot
+from podium.tools.inputs import InputError, load_objects, load_policy
+from podium.tools.shadowreport import final_decisions
 
 __all__ = ["NEEDS_SNAPSHOT", "ReplayResult", "Replayed", "recorded_order", "replay", "run_replay"]
 
@@ -72,7 +72,7 @@ def recorded_order(
     if scheduler_name is None:
         names = sorted({str(r["scheduler_name"]) for r in live})
         if len(names) > 1:
-            raise SimulateError(
+            raise InputError(
                 f"the log holds decisions of {', '.join(names)}; choose one with --scheduler-name"
             )
         scheduler_name = names[0] if names else ""
@@ -104,8 +104,7 @@ def replay(
             targets.append((record, found))
     replaying = {pod.uid for _, pod in targets}
     background = [p for p in by_uid.values() if p.uid not in replaying]
-    cache = build_cache(nodes, background)
-    snapshot = Snapshot()
+    cache, snapshot = build_snapshot(nodes, background)
     state = Scheduler(random.Random(seed))
     out: list[Replayed] = []
     for record, pod in targets:
@@ -152,10 +151,10 @@ def run_replay(args: argparse.Namespace) -> int:
     try:
         recorded = recorded_order(read_records(text.splitlines()), args.scheduler_name)
         if not recorded:
-            raise SimulateError(f"{args.replay} has no live decision records")
+            raise InputError(f"{args.replay} has no live decision records")
         objects = load_objects(args.snapshot)
         if not objects.nodes:
-            raise SimulateError("the snapshot has no Node objects")
+            raise InputError("the snapshot has no Node objects")
         result = replay(
             load_policy(args.policy),
             [parse_node(body) for body in objects.nodes],
@@ -163,7 +162,7 @@ def run_replay(args: argparse.Namespace) -> int:
             recorded,
             seed=args.seed,
         )
-    except SimulateError as exc:
+    except InputError as exc:
         print(f"podium simulate: {exc}", file=sys.stderr)
         return 1
     if args.output == "json":

@@ -13,12 +13,12 @@ import html
 import io
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from podium.simulate import SimulationResult
+from podium.tools.inputs import InputError
+from podium.tools.simulation import SimulationResult, node_rows, utilisation
 
 __all__ = ["HTML_NODE_ROWS", "check_available", "render_png", "write_report"]
 
@@ -35,14 +35,13 @@ def _missing() -> str:
 
 def check_available(path: str) -> None:
     """Fail early, before simulating, if the report cannot be written."""
-    from podium.simulate import SimulateError
 
     if Path(path).suffix.lower() not in (".png", ".html", ".htm"):
-        raise SimulateError(f"--report must end in .html or .png, got {path!r}")
+        raise InputError(f"--report must end in .html or .png, got {path!r}")
     try:
         import matplotlib  # noqa: F401
     except ImportError as exc:
-        raise SimulateError(_missing()) from exc
+        raise InputError(_missing()) from exc
 
 
 def render_png(results: Sequence[SimulationResult]) -> bytes:
@@ -51,8 +50,6 @@ def render_png(results: Sequence[SimulationResult]) -> bytes:
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-
-    from podium.simulate import utilisation
 
     fig, axes = plt.subplots(
         len(results),
@@ -111,7 +108,6 @@ def _metrics_table(results: Sequence[SimulationResult]) -> str:
 
 
 def _node_table(result: SimulationResult) -> str:
-    from podium.simulate import node_rows
 
     rows: list[dict[str, Any]] = node_rows(result)
     shown = rows[:HTML_NODE_ROWS]
@@ -173,6 +169,4 @@ def write_report(path: str, results: Sequence[SimulationResult]) -> None:
         else:
             target.write_text(render_html(results, png))
     except OSError as exc:
-        from podium.simulate import SimulateError
-
-        raise SimulateError(f"cannot write {path}: {exc.strerror or exc}") from exc
+        raise InputError(f"cannot write {path}: {exc.strerror or exc}") from exc

@@ -33,14 +33,13 @@ from typing import Any
 import yaml
 
 from podium.algorithm import Scheduler
-from podium.cache import Cache
-from podium.devcluster.objects import make_node, make_pod
+from podium.manifests import make_node, make_pod
 from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
 from podium.preemption import post_filter
 from podium.profile import Profile
-from podium.simulate import SimulateError, load_policy
-from podium.snapshot import Snapshot
+from podium.snapshot import build_snapshot
+from podium.tools.inputs import InputError, load_policy
 
 __all__ = ["CaseResult", "run_directory", "run_document"]
 
@@ -134,15 +133,14 @@ def run_document(doc: Mapping[str, Any], source: str, fallback: Profile) -> Case
         profile = fallback
         if doc.get("policy"):
             profile = load_policy(str(Path(source).parent / str(doc["policy"])))
-        cache = Cache()
-        for entry in doc.get("nodes") or []:
-            cache.add_node(parse_node(_node(entry)))
+        nodes = [parse_node(_node(entry)) for entry in doc.get("nodes") or []]
+        bound = []
         for i, entry in enumerate(doc.get("pods") or []):
             pod = parse_pod(_pod(entry, i))
             if not pod.bound:
                 raise FixtureError(f"pods[{i}] ({pod.name}) is not bound; give it a node")
-            cache.add_pod(pod)
-        snapshot = Snapshot()
+            bound.append(pod)
+        cache, snapshot = build_snapshot(nodes, bound)
         scheduler = Scheduler(random.Random(0))
         for i, step in enumerate(doc.get("place") or []):
             pod = parse_pod(_pod(step["pod"], 10_000 + i))
@@ -159,7 +157,7 @@ def run_document(doc: Mapping[str, Any], source: str, fallback: Profile) -> Case
                 message = placement.diagnosis.message()
             for problem in _check(step.get("expect") or {}, placement.node, message):
                 result.failures.append(f"place[{i}] {pod.name}: {problem}")
-    except (FixtureError, SimulateError, KeyError, TypeError, ValueError) as exc:
+    except (FixtureError, InputError, KeyError, TypeError, ValueError) as exc:
         result.failures.append(f"invalid fixture: {exc}")
     return result
 
@@ -168,7 +166,7 @@ def run_directory(directory: str, policy: str | None = None) -> list[CaseResult]
     fallback = load_policy(policy) if policy else default_profile()
     files = sorted(Path(directory).glob("*.yaml")) + sorted(Path(directory).glob("*.yml"))
     if not files:
-        raise SimulateError(f"{directory}: no *.yaml fixture files")
+        raise InputError(f"{directory}: no *.yaml fixture files")
     results: list[CaseResult] = []
     for path in files:
         try:
