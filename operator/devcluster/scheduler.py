@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ssl
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -77,7 +78,7 @@ class KubeScheduler(Service):
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 f"--v={self._verbosity}",
             ],
-            self.control_plane.workdir / "logs" / f"kube-scheduler-{self.scheduler_name}.log",
+            self.log_path,
         )
         self._proc.spawn()
         yield self._wait_ready
@@ -90,6 +91,11 @@ class KubeScheduler(Service):
             self.startup_timeout,
             "ready (/readyz)",
         )
+
+    @property
+    def log_path(self) -> Path:
+        """Its stdout and stderr, appended to across restarts (tests read its -v=10 scores)."""
+        return self.control_plane.workdir / "logs" / f"kube-scheduler-{self.scheduler_name}.log"
 
     @property
     def metrics_url(self) -> str:

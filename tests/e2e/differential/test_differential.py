@@ -4,8 +4,8 @@ For each generated scenario the same nodes and bound pods are created, then
 the incoming pod is given to kube-scheduler (percentageOfNodesToScore 100)
 and, after it is deleted again, to Podium. They must agree on whether the
 pod is schedulable, on the FailedScheduling message byte for byte, and on
-the node wherever the best node is unique (one feasible node, or a unique
-top total in Podium's own score breakdown).
+the node wherever the best node is unique: one feasible node, or a unique top
+final score in kube-scheduler's own -v=10 log (``kube_scores``).
 """
 
 from __future__ import annotations
@@ -22,11 +22,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from podium.cache import Cache
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
-from podium.objects import parse_node, parse_pod
-from podium.snapshot import Snapshot
-from tests.e2e.differential.offline import unique_best
+from tests.e2e.differential.kube_scores import KubeLog
 from tests.e2e.differential.scenarios import Scenario, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -60,22 +57,8 @@ async def _decide(core: client.CoreV1Api, namespace: str, body: dict[str, Any]) 
     return decision
 
 
-def _unique_best(scenario: Scenario) -> str:
-    """Podium's own view: the single best node, or '' when the top is tied."""
-    cache = Cache()
-    for node in scenario.nodes:
-        cache.add_node(parse_node(node))
-    for pod in scenario.pods:
-        body = copy.deepcopy(pod)
-        body["metadata"].update(namespace="x", uid=f"uid-{pod['metadata']['name']}")
-        cache.add_pod(parse_pod(body))
-    snap = Snapshot()
-    snap.update(cache)
-    return unique_best(snap, copy.deepcopy(scenario.incoming))
-
-
 async def _run(
-    api: ApiClient, core: client.CoreV1Api, namespace: str, scenario: Scenario
+    api: ApiClient, core: client.CoreV1Api, namespace: str, scenario: Scenario, kube_log: KubeLog
 ) -> dict[str, Any]:
     names = [n["metadata"]["name"] for n in scenario.nodes]
     await create_nodes(api, scenario.nodes)
@@ -83,20 +66,29 @@ async def _run(
         await core.create_namespaced_pod(namespace, cast(Any, pod))
     try:
         await asyncio.sleep(SETTLE)
-        decisions = {}
+        decisions, marks = {}, {}
         for scheduler in (KUBE, PODIUM):
             body = copy.deepcopy(scenario.incoming)
             body["metadata"]["name"] = f"incoming-{scheduler}"
             body["spec"]["schedulerName"] = scheduler
+            asked = kube_log.mark()
             decisions[scheduler] = await _decide(core, namespace, body)
+            marks[scheduler] = (asked, kube_log.mark())
             await asyncio.sleep(SETTLE)
     finally:
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         await delete_nodes(api, names)
         await asyncio.sleep(SETTLE)
     kube, mine = decisions[KUBE], decisions[PODIUM]
-    best = _unique_best(scenario)
-    result = {"seed": scenario.seed, "kube": kube.__dict__, "podium": mine.__dict__, "unique": best}
+    cycle = kube_log.cycle(namespace, f"incoming-{KUBE}", *marks[KUBE]) if kube.node else None
+    best = cycle.unique_best(kube.node) if cycle else ""
+    result = {
+        "seed": scenario.seed,
+        "kube": kube.__dict__,
+        "podium": mine.__dict__,
+        "unique": best,
+        "kube_scores": cycle.scores if cycle else {},
+    }
     if bool(kube.node) != bool(mine.node):
         result["disagree"] = "schedulability"
     elif not kube.node and kube.message != mine.message:
@@ -115,15 +107,16 @@ async def test_agrees_with_kube_scheduler(
     tmp_path: Path,
 ) -> None:
     core = client.CoreV1Api(api_client)
-    await kube_scheduler(KUBE, percentage_of_nodes_to_score=100)
+    kube = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
     await podium("--scheduler-name", PODIUM)
+    kube_log = KubeLog(kube.log_path)
     count = int(pytestconfig.getoption("--scenarios"))
     results = []
     for seed in range(count):
         scenario = generate(seed, prefix=f"{namespace[:20]}-s{seed}")
         try:
-            results.append(await _run(api_client, core, namespace, scenario))
-        except (TimeoutError, ApiException) as exc:
+            results.append(await _run(api_client, core, namespace, scenario, kube_log))
+        except (TimeoutError, ApiException, ValueError) as exc:
             results.append({"seed": seed, "disagree": f"harness: {exc}"})
     report = tmp_path / "differential.json"
     report.write_text(json.dumps(results, indent=1))
@@ -133,7 +126,8 @@ async def test_agrees_with_kube_scheduler(
     summary = (
         f"{len(results) - len(bad)}/{len(results)} scenarios agree; "
         f"{unschedulable} unschedulable with messages compared, "
-        f"{compared} with a unique best node compared (report: {report})"
+        f"{compared} with a unique best node by kube-scheduler's scores compared "
+        f"(report: {report})"
     )
     print(summary)
     assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])

@@ -8,8 +8,8 @@ writes the chosen PV's claimRef in PreBind and waits. Its decision is then
 read from that write (the PV it chose) or from the pod's nominatedNodeName;
 Podium's from the bound pod and the claims' volumeName. Both must agree on
 schedulability, on the FailedScheduling message byte for byte, on the PVs
-chosen on the same node, and on the node where Podium's own scoring has a unique
-best node.
+chosen on the same node, and on the node where kube-scheduler's own final
+scores (its -v=10 log, ``kube_scores``) make the best node unique.
 
 PVs are compared per claim. kube-scheduler keeps the first smallest PV that
 fits, in the order its informer index lists them, which is map order; so
@@ -35,12 +35,9 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.validate import node_selector_matches
-from podium.cache import Cache
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
-from podium.objects import parse_node, parse_pod
 from podium.quantity import parse_quantity
-from podium.snapshot import Snapshot
-from tests.e2e.differential.offline import unique_best
+from tests.e2e.differential.kube_scores import KubeLog
 from tests.e2e.differential.volume_scenarios import VolumeScenario, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -152,32 +149,12 @@ async def _decide(api: ApiClient, ns: str, body: dict[str, Any], p: str) -> dict
     return await wait_for(outcome, timeout=30, interval=0.05, message=f"decision on {name}")
 
 
-def _unique_best(scenario: VolumeScenario) -> str:
-    """Podium's offline view of the same state: the single best node, or ''."""
-    cache = Cache()
-    for node in scenario.nodes:
-        cache.add_node(parse_node(node))
-    snap = Snapshot()
-    for i, body in enumerate(scenario.pods):
-        pod = _fill(body, "x", "x")
-        pod["metadata"].update(namespace="x", uid=f"uid-{i}")
-        cache.add_pod(parse_pod(pod))
-    snap.update(cache)
-    for kind, bodies in (
-        ("storageclasses", scenario.classes),
-        ("persistentvolumes", [pv | {"status": {"phase": ph}} for pv, ph in scenario.pvs]),
-        ("persistentvolumeclaims", scenario.claims),
-        ("csinodes", scenario.csinodes),
-    ):
-        for body in bodies:
-            made = _fill(body, "x", "x")
-            made["metadata"].setdefault("namespace", "x")
-            snap.volumes.apply(kind, None, made)
-    return unique_best(snap, _fill(scenario.incoming, "x", "x"))
-
-
 async def _run(
-    api: ApiClient, namespaces: dict[str, str], scenario: VolumeScenario, tag: str
+    api: ApiClient,
+    namespaces: dict[str, str],
+    scenario: VolumeScenario,
+    tag: str,
+    kube_log: KubeLog,
 ) -> dict[str, Any]:
     core, storage = client.CoreV1Api(api), client.StorageV1Api(api)
     names = [n["metadata"]["name"] for n in scenario.nodes]
@@ -185,6 +162,7 @@ async def _run(
     for body in scenario.csinodes:
         await storage.create_csi_node(body)
     decisions: dict[str, dict[str, Any]] = {}
+    marks: dict[str, tuple[int, int]] = {}
     try:
         for scheduler in (KUBE, PODIUM):
             p = f"{tag}-{'k' if scheduler == KUBE else 'p'}"
@@ -194,7 +172,9 @@ async def _run(
                 await asyncio.sleep(SETTLE)
                 body = copy.deepcopy(scenario.incoming)
                 body["spec"]["schedulerName"] = scheduler
+                asked = kube_log.mark()
                 decision = await _decide(api, ns, body, p)
+                marks[scheduler] = (asked, kube_log.mark())
                 if scheduler == PODIUM and (decision["node"] or decision["pvs"]):
                     decision["node"] = await _bound_node(core, ns, body)
                     decision["pvs"] = await _podium_pvs(core, ns, body, p)
@@ -207,8 +187,16 @@ async def _run(
         await delete_nodes(api, names)
         await asyncio.sleep(SETTLE)
     kube, mine = decisions[KUBE], decisions[PODIUM]
-    best = _unique_best(scenario)
-    result = {"seed": scenario.seed, "kube": kube, "podium": mine, "unique": best}
+    name = scenario.incoming["metadata"]["name"]
+    cycle = kube_log.cycle(namespaces[KUBE], name, *marks[KUBE]) if kube["node"] else None
+    best = cycle.unique_best(kube["node"]) if cycle else ""
+    result = {
+        "seed": scenario.seed,
+        "kube": kube,
+        "podium": mine,
+        "unique": best,
+        "kube_scores": cycle.scores if cycle else {},
+    }
     if bool(kube["node"] or kube["pvs"]) != bool(mine["node"]):
         result["disagree"] = "schedulability"
     elif not mine["node"] and kube["message"] != mine["message"]:
@@ -297,8 +285,9 @@ async def test_volume_plugins_agree_with_kube_scheduler(
     pytestconfig: pytest.Config,
     tmp_path: Path,
 ) -> None:
-    await kube_scheduler(KUBE, percentage_of_nodes_to_score=100)
+    kube = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
     await podium("--scheduler-name", PODIUM)
+    kube_log = KubeLog(kube.log_path)
     namespaces = {KUBE: namespace, PODIUM: second_namespace}
     count = min(int(pytestconfig.getoption("--scenarios")), 60)
     results = []
@@ -306,8 +295,8 @@ async def test_volume_plugins_agree_with_kube_scheduler(
         tag = f"v{seed}-{namespace[-5:]}"
         scenario = generate(seed, prefix=tag)
         try:
-            results.append(await _run(api_client, namespaces, scenario, tag))
-        except (TimeoutError, ApiException) as exc:
+            results.append(await _run(api_client, namespaces, scenario, tag, kube_log))
+        except (TimeoutError, ApiException, ValueError) as exc:
             results.append({"seed": seed, "disagree": f"harness: {exc}"})
     report = tmp_path / "volume-differential.json"
     report.write_text(json.dumps(results, indent=1))

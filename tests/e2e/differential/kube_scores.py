@@ -1,0 +1,164 @@
+"""kube-scheduler's own view of a decision, read from its -v=10 log.
+
+A differential test may compare the chosen node only where the best node is
+unique, and that uniqueness must come from kube-scheduler's scores, not
+Podium's. For every scheduling cycle of a pod kube-scheduler logs "Attempting
+to schedule pod"; when more than one node is feasible, prioritizeNodes then
+logs one "Calculated node's final score for pod" line per feasible node (at
+-v=10); after the bind comes "Successfully bound pod to node" with the number
+of feasible nodes. A single feasible node is never scored: it is unique by
+itself. The cycle's lines are all written before its decision reaches the
+API server, so they are complete once the harness has seen that decision.
+
+The same log shows when kube-scheduler's informers delivered a node or a
+bound pod (add, update, delete events), so a harness can wait for those
+instead of sleeping. The file is read incrementally: a long run costs one
+pass over it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from podium.devcluster.objects import wait_for
+
+ATTEMPT = "Attempting to schedule pod"
+SCORE = "Calculated node's final score for pod"
+BOUND = "Successfully bound pod to node"
+HINT = "OpportunisticBatch provided node hint"
+NODE_ADDED = "Add event for node"
+NODE_DELETED = "Delete event for node"
+POD_ADDED = "Add event for scheduled pod"
+POD_UPDATED = "Update event for scheduled pod"
+POD_DELETED = "Delete event for scheduled pod"
+_EVENTS = (NODE_ADDED, NODE_DELETED, POD_ADDED, POD_UPDATED, POD_DELETED)
+_LINE = re.compile(
+    '"(?P<msg>'
+    + "|".join(re.escape(m) for m in (ATTEMPT, SCORE, BOUND, HINT, *_EVENTS))
+    + ')"(?P<rest>.*)'
+)
+_PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
+
+
+@dataclass
+class Scoring:
+    """One scheduling cycle of one pod, as kube-scheduler logged it."""
+
+    start: int  # offset of the cycle's first line in the log
+    scores: dict[str, int] = field(default_factory=dict)
+    bound: str = ""  # from the bind line, which may come after the decision is seen
+    feasible: int = 0
+    hinted: bool = False  # opportunistic batching reused an earlier pod's scores
+
+    def unique_best(self, node: str) -> str:
+        """``node`` if kube-scheduler's scores make it the single best, else ''.
+
+        ``node`` is where this cycle put the pod. Unscored, it was the only
+        feasible node, unique by itself, unless a batching hint skipped the
+        search (a nominated pod's cycle does too and is not marked: pass only
+        pods that were never nominated). Scored, it must hold the top score,
+        alone for a unique best. A log that contradicts this is not what this
+        reader expects: it says so.
+        """
+        if self.hinted:
+            return ""
+        if self.bound and self.bound != node:
+            raise ValueError(f"kube-scheduler logged a bind to {self.bound}, not {node}")
+        if self.feasible > 1 and self.feasible != len(self.scores):
+            raise ValueError(f"{len(self.scores)} scores logged for {self.feasible} feasible nodes")
+        if not self.scores:
+            return node
+        top = max(self.scores.values())
+        best = [name for name, score in self.scores.items() if score == top]
+        if node not in best:
+            raise ValueError(f"{node} was chosen, but {best} hold the top score {top}")
+        return node if len(best) == 1 else ""
+
+
+class KubeLog:
+    """Scheduling cycles and informer events parsed from one kube-scheduler log file."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._consumed = 0  # file offset of the first byte of _partial
+        self._partial = b""
+        self._cycles: dict[str, list[Scoring]] = {}
+        self._events: dict[tuple[str, str], int] = {}  # (message, object) -> last offset
+
+    def _read(self) -> None:
+        with self.path.open("rb") as log:
+            log.seek(self._consumed + len(self._partial))
+            data = self._partial + log.read()
+        offset = self._consumed
+        lines = data.split(b"\n")
+        self._partial = lines.pop()
+        for raw in lines:
+            self._parse(raw.decode(errors="replace"), offset)
+            offset += len(raw) + 1
+        self._consumed = offset
+
+    def _parse(self, line: str, offset: int) -> None:
+        match = _LINE.search(line)
+        if match is None:
+            return
+        msg = match["msg"]
+        pairs = {k: v.strip('"') for k, v in _PAIR.findall(match["rest"])}
+        if msg in _EVENTS:
+            self._events[(msg, pairs.get("pod") or pairs.get("node", ""))] = offset
+            return
+        cycles = self._cycles.setdefault(pairs["pod"], [])
+        if msg == ATTEMPT:
+            cycles.append(Scoring(start=offset))
+        elif not cycles:
+            return
+        elif msg == HINT:
+            cycles[-1].hinted = True
+        elif msg == BOUND:
+            cycles[-1].bound = pairs["node"]
+            cycles[-1].feasible = int(pairs["feasibleNodes"])
+        else:
+            cycles[-1].scores[pairs["node"]] = int(pairs["score"])
+
+    def mark(self) -> int:
+        """The log's current end: events and cycles after it are new."""
+        self._read()
+        return self._consumed + len(self._partial)
+
+    async def wait_events(
+        self,
+        events: Iterable[tuple[str, str]],
+        after: int,
+        timeout: float = 15.0,  # noqa: ASYNC109 - the error names what never came
+    ) -> None:
+        """Wait until kube-scheduler has logged each (message, object) event since ``after``.
+
+        Objects are node names and namespace/name for pods. The event is
+        logged as the informer hands it to the scheduler's cache, so this is
+        the point from which its next cycle sees the change.
+        """
+        wanted = list(events)
+
+        def missing() -> list[tuple[str, str]]:
+            self._read()
+            return [event for event in wanted if self._events.get(event, -1) < after]
+
+        try:
+            await wait_for(lambda: not missing(), timeout=timeout, interval=0.02)
+        except TimeoutError:
+            raise TimeoutError(f"kube-scheduler never logged {missing()}") from None
+
+    def cycle(self, namespace: str, name: str, after: int, before: int) -> Scoring:
+        """The pod's last scheduling cycle begun between two marks.
+
+        Take ``before`` once the decision is seen: the cycle that made it had
+        logged its start and its scores by then, and no later one had begun.
+        """
+        self._read()
+        key = f"{namespace}/{name}"
+        cycles = [c for c in self._cycles.get(key, []) if after <= c.start < before]
+        if not cycles:
+            raise ValueError(f"kube-scheduler logged no scheduling cycle of {key}")
+        return cycles[-1]

@@ -1,0 +1,93 @@
+"""The differential tests' reader of kube-scheduler's -v=10 log (tests/e2e/differential)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.e2e.differential.kube_scores import KubeLog, Scoring
+
+_PREFIX = "I1204 10:29:15.373883   26083 schedule_one.go:117] "
+
+
+def _attempt(pod: str) -> str:
+    return f'"Attempting to schedule pod" pod="{pod}"'
+
+
+def _score(pod: str, node: str, score: int) -> str:
+    return f'"Calculated node\'s final score for pod" pod="{pod}" node="{node}" score={score}'
+
+
+def _bound(pod: str, node: str, feasible: int) -> str:
+    return (
+        f'"Successfully bound pod to node" pod="{pod}" node="{node}" '
+        f"evaluatedNodes=3 feasibleNodes={feasible}"
+    )
+
+
+def _write(path: Path, *messages: str) -> None:
+    with path.open("a") as log:
+        log.writelines(_PREFIX + m + "\n" for m in messages)
+
+
+@pytest.mark.parametrize(
+    ("scoring", "node", "best"),
+    [
+        (Scoring(0, {"a": 300, "b": 250}, "a", 2), "a", "a"),
+        (Scoring(0, {"a": 300, "b": 300}, "b", 2), "b", ""),  # tied top: kube picked at random
+        (Scoring(0, {}, "a", 1), "a", "a"),  # one feasible node is not scored
+        (Scoring(0, {}, "", 0), "a", "a"),  # bind not logged yet (a PreBind that waits)
+        (Scoring(0, {}, "a", 1, hinted=True), "a", ""),  # batching skipped the search
+    ],
+)
+def test_unique_best(scoring: Scoring, node: str, best: str) -> None:
+    assert scoring.unique_best(node) == best
+
+
+@pytest.mark.parametrize(
+    ("scoring", "node"),
+    [
+        (Scoring(0, {"a": 300, "b": 250}, "b", 2), "b"),  # bound below the top
+        (Scoring(0, {"a": 300, "b": 250}, "", 0), "b"),  # chosen below the top
+        (Scoring(0, {"a": 300}, "a", 2), "a"),  # a feasible node without a score
+        (Scoring(0, {"a": 300}, "a", 1), "b"),  # the log binds elsewhere
+        (Scoring(0, {}, "a", 3), "a"),  # three feasible nodes, none scored
+    ],
+)
+def test_a_contradicting_log_is_an_error(scoring: Scoring, node: str) -> None:
+    with pytest.raises(ValueError):
+        scoring.unique_best(node)
+
+
+def test_the_cycle_between_marks_is_the_decision(tmp_path: Path) -> None:
+    path = tmp_path / "kube-scheduler.log"
+    _write(path, _attempt("ns/p"), _score("ns/p", "a", 10), _score("ns/p", "b", 90))
+    log = KubeLog(path)
+    asked = log.mark()
+    _write(path, "unrelated line", _attempt("ns/p"), _score("ns/p", "a", 80))
+    # A partial line is not parsed until its end arrives.
+    with path.open("a") as out:
+        out.write(_PREFIX + _score("ns/p", "b", 20)[:30])
+    seen = log.mark()
+    cycle = log.cycle("ns", "p", asked, seen)
+    assert cycle.scores == {"a": 80}
+    with path.open("a") as out:
+        out.write(_score("ns/p", "b", 20)[30:] + "\n" + _PREFIX + _bound("ns/p", "a", 2) + "\n")
+    _write(path, _attempt("ns/p"))  # a later cycle is not the decision
+    assert log.cycle("ns", "p", asked, seen) is cycle
+    assert cycle.scores == {"a": 80, "b": 20}
+    assert cycle.unique_best("a") == "a"
+    with pytest.raises(ValueError):
+        log.cycle("ns", "other", asked, seen)
+
+
+async def test_events_count_only_after_the_mark(tmp_path: Path) -> None:
+    path = tmp_path / "kube-scheduler.log"
+    _write(path, '"Add event for node" node="n1"')
+    log = KubeLog(path)
+    mark = log.mark()
+    _write(path, '"Update event for scheduled pod" pod="ns/p"')
+    await log.wait_events([("Update event for scheduled pod", "ns/p")], after=mark)
+    with pytest.raises(TimeoutError, match="n1"):
+        await log.wait_events([("Add event for node", "n1")], after=mark, timeout=0.1)
