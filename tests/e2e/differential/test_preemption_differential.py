@@ -1,7 +1,10 @@
 """DefaultPreemption, Podium against the real kube-scheduler on the same states.
 
 Each seed builds a few full nodes of bound low-priority pods and one
-high-priority pod that fits nowhere until something is evicted. The same
+high-priority pod that fits nowhere until something is evicted. A victim's
+cpu is asked for by its container, at pod level (``spec.resources``), or by
+its resize status (allocated above a smaller spec, or an Infeasible resize
+below a larger one), so victim arithmetic uses kube-scheduler's accounting. The same
 state is given to kube-scheduler and then, rebuilt from scratch, to Podium.
 They must agree on whether preemption helps, on the FailedScheduling message
 when it does not, and, wherever Podium's own dry run finds a single best
@@ -23,13 +26,12 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.algorithm import Scheduler
-from podium.cache import Cache
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.manifests import make_node, make_pod
 from podium.objects import parse_node, parse_pod
 from podium.policy import build_profile
 from podium.preemption import best_candidates, evaluate
-from podium.snapshot import Snapshot
+from podium.snapshot import build_snapshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -44,6 +46,36 @@ class Case:
     nodes: list[dict[str, Any]] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
     preemptor: dict[str, Any] = field(default_factory=dict)
+    # Status written through pods/status after creation, by pod name.
+    statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _asks(rng: random.Random, case: Case, pod: dict[str, Any], millis: int) -> None:
+    """Make ``pod`` count ``millis`` of cpu one of four ways kube-scheduler accounts for."""
+    name, container = pod["metadata"]["name"], pod["spec"]["containers"][0]
+    way = rng.choice(["container", "container", "pod level", "resized", "infeasible"])
+    if way == "pod level":
+        pod["spec"]["resources"] = {"requests": {"cpu": f"{millis}m"}}
+        container["resources"] = {"requests": {"cpu": "10m"}}
+    elif way in ("resized", "infeasible"):
+        spec = max(millis // 2, 10) if way == "resized" else millis * 2
+        container["resources"] = {"requests": {"cpu": f"{spec}m"}}
+        status: dict[str, Any] = {
+            "containerStatuses": [
+                {
+                    "name": container["name"],
+                    "allocatedResources": {"cpu": f"{millis}m"},
+                    "resources": {"requests": {"cpu": f"{millis}m"}},
+                }
+            ]
+        }
+        if way == "infeasible":
+            status["conditions"] = [
+                {"type": "PodResizePending", "status": "True", "reason": "Infeasible"}
+            ]
+        case.statuses[name] = status
+    else:
+        container["resources"] = {"requests": {"cpu": f"{millis}m"}}
 
 
 def generate(seed: int, prefix: str) -> Case:
@@ -68,9 +100,8 @@ def generate(seed: int, prefix: str) -> Case:
             if share <= 0:
                 break
             free -= share
-            pod = make_pod(
-                f"n{n}-p{i}", cpu=f"{share}m", priority=priority, node_name=name, labels=label
-            )
+            pod = make_pod(f"n{n}-p{i}", priority=priority, node_name=name, labels=label)
+            _asks(rng, case, pod, share)
             case.pods.append(pod)
     cpu = rng.choice(["500m", "1", "1500m", "2"])
     policy = "Never" if rng.random() < 0.1 else None
@@ -81,6 +112,10 @@ def generate(seed: int, prefix: str) -> Case:
         node_selector=label,
         preemption_policy=policy,
     )
+    if rng.random() < 0.3:
+        # The same request at pod level; the container asks for a sliver of it.
+        case.preemptor["spec"]["resources"] = {"requests": {"cpu": cpu}}
+        case.preemptor["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "10m"}}
     return case
 
 
@@ -93,15 +128,13 @@ class Outcome:
 
 def _dry_run(case: Case) -> dict[str, Any]:
     """Podium's own view: does preemption help, and is the best candidate unique?"""
-    cache = Cache()
-    for node in case.nodes:
-        cache.add_node(parse_node(node))
+    bound = []
     for pod in case.pods:
         body = copy.deepcopy(pod)
         body["metadata"].update(namespace="x", uid=f"uid-{pod['metadata']['name']}")
-        cache.add_pod(parse_pod(body))
-    snap = Snapshot()
-    snap.update(cache)
+        body["status"] = case.statuses.get(pod["metadata"]["name"], {})
+        bound.append(parse_pod(body))
+    _, snap = build_snapshot([parse_node(node) for node in case.nodes], bound)
     body = copy.deepcopy(case.preemptor)
     body["metadata"].update(namespace="x", uid="uid-preemptor")
     pod = parse_pod(body)
@@ -152,6 +185,8 @@ async def _run_one(
     try:
         for pod in case.pods:
             await core.create_namespaced_pod(namespace, cast(Any, pod))
+        for name, status in case.statuses.items():
+            await core.patch_namespaced_pod_status(name, namespace, {"status": status})
         await asyncio.sleep(SETTLE)
         body = copy.deepcopy(case.preemptor)
         body["spec"]["schedulerName"] = scheduler

@@ -37,6 +37,7 @@ from tests.e2e.differential.resource_scenarios import (
     ResourceScenario,
     generate,
 )
+from tests.e2e.overbooking import find_overbookings
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -80,7 +81,10 @@ async def runtime_classes(api_client: ApiClient, namespace: str) -> AsyncIterato
         await node_api.delete_runtime_class(name)
 
 
-async def _decide(core: client.CoreV1Api, namespace: str, body: dict[str, Any]) -> dict[str, str]:
+async def _decide(api: ApiClient, namespace: str, body: dict[str, Any]) -> dict[str, str]:
+    """The scheduler's decision; a bound pod is also checked against the independent
+    accounting (tests/kube_accounting.py) while it is still on its node."""
+    core = client.CoreV1Api(api)
     name = body["metadata"]["name"]
     await core.create_namespaced_pod(namespace, cast(Any, body))
 
@@ -95,8 +99,10 @@ async def _decide(core: client.CoreV1Api, namespace: str, body: dict[str, Any]) 
         return None
 
     decision = await wait_for(outcome, timeout=30, interval=0.02, message=f"decision on {name}")
-    await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     assert decision is not None  # wait_for returns only a truthy outcome
+    if decision["node"]:
+        decision["overbooked"] = "; ".join(str(o) for o in await find_overbookings(api))
+    await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
     return decision
 
 
@@ -128,11 +134,11 @@ async def _run(
             after=mark,
         )
         asked = kube_log.mark()
-        kube = decisions[KUBE] = await _decide(core, namespace, _incoming(scenario, KUBE))
+        kube = decisions[KUBE] = await _decide(api, namespace, _incoming(scenario, KUBE))
         seen = kube_log.mark()
         # Podium's watches get SETTLE to see the state and the deletion of kube's pod.
         await asyncio.sleep(SETTLE)
-        mine = decisions[PODIUM] = await _decide(core, namespace, _incoming(scenario, PODIUM))
+        mine = decisions[PODIUM] = await _decide(api, namespace, _incoming(scenario, PODIUM))
         cycle = kube_log.cycle(namespace, f"incoming-{KUBE}", asked, seen) if kube["node"] else None
     finally:
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
@@ -153,7 +159,9 @@ async def _run(
         "unique": best,
         "kube_scores": cycle.scores if cycle else {},
     }
-    if bool(kube["node"]) != bool(mine["node"]):
+    if mine.get("overbooked") or kube.get("overbooked"):
+        result["disagree"] = "overbooking"
+    elif bool(kube["node"]) != bool(mine["node"]):
         result["disagree"] = "schedulability"
     elif not kube["node"] and kube["message"] != mine["message"]:
         result["disagree"] = "message"
