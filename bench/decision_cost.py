@@ -20,13 +20,13 @@ from collections.abc import Sequence
 
 import structlog
 
-from podium.algorithm import Scheduler
-from podium.cache import Cache
-from podium.decision import EVENT, build_record
+from podium.framework.cycle import Scheduler
+from podium.framework.decision import EVENT, build_record
 from podium.logs import configure_logging
 from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from podium.tools.generate import generate_cluster
 
 
@@ -38,7 +38,7 @@ def _run(nodes: int, pods: int, top: int) -> dict[str, list[float]]:
         cache.add_node(parse_node(body))
     snapshot = Snapshot()
     state = Scheduler(random.Random(0))
-    log = structlog.get_logger("podium.scheduler")
+    log = structlog.get_logger("podium.scheduling.scheduler")
     out: dict[str, list[float]] = {"cycle": [], "build": [], "log": [], "old_line": []}
     for body in cluster.pods:
         pod = parse_pod(body)

@@ -26,9 +26,9 @@ from typing import Any, cast
 import yaml
 from kubernetes_asyncio import client
 
-from podium.decision import read_records
 from podium.devcluster import ControlPlane, ensure_binaries
 from podium.devcluster.objects import create_nodes
+from podium.framework.decision import read_records
 from podium.manifests import make_node, make_pod
 
 CRD = Path(__file__).parents[1] / "charts" / "podium" / "crds" / "schedulerpolicies.podium.dev.yaml"

@@ -9,11 +9,12 @@ repository root (``python -m`` puts the working directory first on
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from importlib.metadata import version
 
-from podium.algorithm import Diagnosis, Placement, Scheduler
-from podium.cache import Cache
-from podium.framework import (
+__version__ = version("podium")
+
+from podium.framework.cycle import Diagnosis, Placement, Scheduler
+from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
     FilterPlugin,
@@ -21,10 +22,11 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.framework.profile import Profile
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import PolicyError, build_profile, default_profile
-from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 
 __all__ = [
     "Cache",

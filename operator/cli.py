@@ -12,8 +12,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-
-from podium.api import __version__
+from importlib.metadata import version
 
 __all__ = ["main"]
 
@@ -40,7 +39,7 @@ def _port(value: str) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podium", description="A Kubernetes pod scheduler.")
-    parser.add_argument("--version", action="version", version=f"podium {__version__}")
+    parser.add_argument("--version", action="version", version=f"podium {version('podium')}")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = sub.add_parser("run", help="run the scheduler against a cluster")
@@ -217,7 +216,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _plugins() -> int:
     from podium.algorithms import FILTERS, SCORES, load_entry_points
-    from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
+    from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 
     load_entry_points()
     weights = dict(DEFAULT_SCORES)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podium.algorithms import FILTERS, SCORES
-from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
+from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "PolicyError", "build_profile", "default_profile"]
 

@@ -33,7 +33,7 @@ from podium.kube import Credentials, KubeClient, load_credentials
 from podium.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
 from podium.policy import default_profile
-from podium.scheduler import PodiumScheduler
+from podium.scheduling.scheduler import PodiumScheduler
 
 __all__ = ["RunOptions", "build_registry", "run_operator"]
 

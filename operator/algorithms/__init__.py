@@ -1,27 +1,17 @@
-"""Filters and scores, registered by name so a SchedulerPolicy can pick them.
+"""kube-scheduler's filter and score plugins, one module each, ported to the columnar snapshot.
 
-Built-in plugins register themselves on import; third-party plugins are
-loaded from the ``podium.plugins`` entry-point group, each entry pointing at
-a FilterPlugin or ScorePlugin subclass (a class that is both registers in
-both tables).
+Importing this package registers every built-in plugin under its
+kube-scheduler name in ``podium.framework.registry``, where a SchedulerPolicy
+finds it; the tables are re-exported here for the code that needs them filled.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from importlib.metadata import entry_points
-from typing import TypeVar
 
-import structlog
+from podium.framework.registry import FILTERS, SCORES, load_entry_points
 
-from podium.framework import FilterPlugin, Plugin, ScorePlugin
-
-__all__ = ["FILTERS", "SCORES", "load_entry_points", "register"]
-
-FILTERS: dict[str, type[FilterPlugin]] = {}
-SCORES: dict[str, type[ScorePlugin]] = {}
-
-P = TypeVar("P", bound=type[Plugin])
+__all__ = ["FILTERS", "SCORES", "load_entry_points"]
 
 _BUILTIN = (
     "node_unschedulable",
@@ -43,35 +33,6 @@ _BUILTIN = (
     "volume_binding",
     "node_declared_features",
 )
-
-log = structlog.get_logger("podium.algorithms")
-
-
-def register(cls: P) -> P:
-    """Class decorator: add a plugin to the filter and/or score table under its name."""
-    if issubclass(cls, FilterPlugin):
-        FILTERS[cls.name] = cls
-    if issubclass(cls, ScorePlugin):
-        SCORES[cls.name] = cls
-    return cls
-
-
-def load_entry_points() -> list[str]:
-    """Import third-party plugins; a broken one is logged and skipped, never fatal."""
-    loaded: list[str] = []
-    for entry in entry_points(group="podium.plugins"):
-        try:
-            cls = entry.load()
-        except Exception as exc:  # a plugin's import error must not stop the scheduler
-            log.error("plugin_load_failed", plugin=entry.name, error=str(exc))
-            continue
-        if not (isinstance(cls, type) and issubclass(cls, (FilterPlugin, ScorePlugin))):
-            log.error("plugin_not_a_plugin", plugin=entry.name, value=repr(cls))
-            continue
-        register(cls)
-        loaded.append(cls.name)
-    return loaded
-
 
 for _module in _BUILTIN:
     import_module(f"podium.algorithms.{_module}")

@@ -7,9 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithms import register
 from podium.algorithms.node_resources_fit import requested_and_allocatable, resource_weights
-from podium.framework import (
+from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
     Cycle,
@@ -17,6 +16,7 @@ from podium.framework import (
     IntArray,
     ScorePlugin,
 )
+from podium.framework.registry import register
 
 
 @register

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
     Cycle,
@@ -28,12 +27,13 @@ from podium.framework import (
     IntArray,
     ScorePlugin,
 )
+from podium.framework.registry import register
 from podium.objects import PodInfo, normalize_image
-from podium.rows import RowTracker, same_object, snapshot_cache
+from podium.state.rows import RowTracker, same_object, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import NodeInfo
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 MB = 1024 * 1024
 MIN_THRESHOLD = 23 * MB

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
     Cycle,
@@ -44,12 +43,13 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.framework.registry import register
 from podium.labels import EXISTS, IN, NOTHING, Selector, parse_label_selector
-from podium.rows import RowTracker, label_codes, same_pods, snapshot_cache
+from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
 REASON_AFFINITY = "node(s) didn't match pod affinity rules"

@@ -19,13 +19,13 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
-from podium.rows import RowTracker, same_pods, snapshot_cache
+from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.registry import register
+from podium.state.rows import RowTracker, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 REASON = "node(s) had no available disk"
 

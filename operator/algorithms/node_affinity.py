@@ -15,8 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
     FilterPlugin,
@@ -28,6 +27,7 @@ from podium.framework import (
     ScorePlugin,
     default_normalize,
 )
+from podium.framework.registry import register
 from podium.labels import (
     IN,
     NAME_FIELD,
@@ -38,11 +38,11 @@ from podium.labels import (
     parse_preferred,
     selector_from_set,
 )
-from podium.rows import requirement_mask, term_mask, terms_mask
+from podium.state.rows import requirement_mask, term_mask, terms_mask
 
 if TYPE_CHECKING:
     from podium.objects import NodeInfo
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 REASON = "node(s) didn't match Pod's node affinity/selector"
 REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"

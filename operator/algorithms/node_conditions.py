@@ -11,8 +11,8 @@ pressure, as the kubelet would evict them first.
 
 from __future__ import annotations
 
-from podium.algorithms import register
-from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.registry import register
 
 NOT_READY = "node(s) were not ready"
 MEMORY_PRESSURE = "node(s) had memory pressure"

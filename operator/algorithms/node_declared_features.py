@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.registry import register
 
 __all__ = [
     "REASON",

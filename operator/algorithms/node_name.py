@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.registry import register
 
 REASON = "node(s) didn't match the requested node name"
 

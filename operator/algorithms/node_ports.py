@@ -13,8 +13,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.registry import register
 from podium.objects import HostPort
 
 REASON = "node(s) didn't have free ports for the requested pod ports"

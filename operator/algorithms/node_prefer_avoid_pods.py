@@ -18,13 +18,20 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import MAX_NODE_SCORE, ClusterEvent, Cycle, IndexArray, IntArray, ScorePlugin
-from podium.rows import RowTracker, same_object, snapshot_cache
+from podium.framework.plugin import (
+    MAX_NODE_SCORE,
+    ClusterEvent,
+    Cycle,
+    IndexArray,
+    IntArray,
+    ScorePlugin,
+)
+from podium.framework.registry import register
+from podium.state.rows import RowTracker, same_object, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.objects import NodeInfo, PodInfo
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 ANNOTATION = "scheduler.alpha.kubernetes.io/preferAvoidPods"
 _KINDS = frozenset({"ReplicationController", "ReplicaSet"})

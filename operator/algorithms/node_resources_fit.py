@@ -14,8 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
     Cycle,
@@ -25,6 +24,7 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.framework.registry import register
 from podium.pod_resources import is_extended_resource, is_scalar_resource
 
 TOO_MANY_PODS = "Too many pods"

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from podium.algorithms import register
-from podium.framework import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework.registry import register
 from podium.objects import Taint
 
 REASON = "node(s) were unschedulable"

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
     FilterPlugin,
@@ -21,8 +20,9 @@ from podium.framework import (
     PreFilterResult,
     Rejection,
 )
+from podium.framework.registry import register
 from podium.objects import PodInfo
-from podium.volumes import VolumeStore, pod_claims
+from podium.state.volumes import VolumeStore, pod_claims
 
 __all__ = ["REASON", "NodeVolumeLimits", "csi_volumes"]
 

@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
-from podium.algorithms import register
 from podium.algorithms.inter_pod_affinity import exact_lookup, pod_index
 from podium.algorithms.node_affinity import required_node_affinity_mask
 from podium.algorithms.taint_toleration import untolerated
-from podium.framework import (
+from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
     Cycle,
@@ -44,13 +43,14 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.framework.registry import register
 from podium.labels import Selector, parse_label_selector, selector_from_set
 from podium.objects import Taint
-from podium.rows import LabelCodes, label_codes
+from podium.state.rows import LabelCodes, label_codes
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo
-    from podium.selectors import SelectorStore
+    from podium.state.selectors import SelectorStore
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_LABEL = REASON + " (missing required label)"

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
     FilterPlugin,
@@ -15,6 +14,7 @@ from podium.framework import (
     ScorePlugin,
     default_normalize,
 )
+from podium.framework.registry import register
 from podium.objects import Taint, Toleration
 
 REASON = "node(s) had untolerated taint(s)"

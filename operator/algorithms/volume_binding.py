@@ -16,7 +16,7 @@ kube-scheduler's volumebinding plugin, minus CSIStorageCapacity:
   how full the chosen static PVs would be.
 
 The chosen PVs for the selected node are bound in PreBind by
-``podium.volume_binder``, which recomputes them with ``find_pod_volumes``.
+``podium.scheduling.volume_binder``, which recomputes them with ``find_pod_volumes``.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
     Cycle,
@@ -39,8 +38,10 @@ from podium.framework import (
     Rejection,
     ScorePlugin,
 )
+from podium.framework.profile import Profile
+from podium.framework.registry import register
 from podium.objects import NodeInfo, PodInfo
-from podium.volumes import (
+from podium.state.volumes import (
     SELECTED_NODE,
     PersistentVolume,
     PersistentVolumeClaim,
@@ -55,8 +56,11 @@ __all__ = [
     "NodeVolumes",
     "PodClaims",
     "VolumeBinding",
+    "VolumePlan",
     "find_pod_volumes",
+    "plan_volumes",
     "pod_volume_claims",
+    "volume_binding",
 ]
 
 # The v1.37 binary's wording (older releases: "node(s) had volume node affinity conflict").
@@ -313,3 +317,29 @@ class VolumeBinding(FilterPlugin, ScorePlugin):
             ]
             out[position] = round(sum(scores) / len(scores))
         return out
+
+
+@dataclass(slots=True)
+class VolumePlan:
+    """What PreBind must write for one pod on one node (Reserve's podVolumes)."""
+
+    static: list[tuple[PersistentVolumeClaim, PersistentVolume]] = field(default_factory=list)
+    provision: list[PersistentVolumeClaim] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.static and not self.provision
+
+
+def volume_binding(profile: Profile) -> VolumeBinding | None:
+    """The profile's VolumeBinding filter; without one, claims are left alone, as in kube."""
+    return next((p for p in profile.filters if isinstance(p, VolumeBinding)), None)
+
+
+def plan_volumes(store: VolumeStore, pod: PodInfo, node: NodeInfo) -> VolumePlan:
+    """Recompute the Filter's choice for the selected node (deterministic on the same store)."""
+    claims = pod_volume_claims(store, pod)
+    if claims is None or isinstance(claims, str):
+        return VolumePlan()
+    found = find_pod_volumes(store, claims, node)
+    return VolumePlan(list(found.static), list(found.provision))

@@ -16,10 +16,10 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from podium.algorithms import register
 from podium.algorithms.no_disk_conflict import REASON as DISK_REASON
 from podium.algorithms.no_disk_conflict import NoDiskConflict
-from podium.framework import ClusterEvent, Cycle, IndexArray, PreFilterResult, Rejection
+from podium.framework.plugin import ClusterEvent, Cycle, IndexArray, PreFilterResult, Rejection
+from podium.framework.registry import register
 
 RWOP = "ReadWriteOncePod"
 # The v1.37 binary's wording (older releases said "node has pod using

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from podium.algorithms import register
-from podium.framework import (
+from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
     FilterPlugin,
@@ -23,7 +22,8 @@ from podium.framework import (
     PreFilterResult,
     Rejection,
 )
-from podium.volumes import pod_claims
+from podium.framework.registry import register
+from podium.state.volumes import pod_claims
 
 __all__ = ["REASON", "TOPOLOGY_LABELS", "VolumeZone"]
 

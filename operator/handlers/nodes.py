@@ -7,7 +7,7 @@ from typing import Any
 import kopf
 import structlog
 
-from podium.scheduler import PodiumScheduler
+from podium.scheduling.scheduler import PodiumScheduler
 
 log = structlog.get_logger("podium.handlers.nodes")
 

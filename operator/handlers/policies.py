@@ -10,7 +10,7 @@ import structlog
 
 from podium.kube import ApiError, KubeClient
 from podium.policy import GROUP, PLURAL, VERSION, PolicyError, build_profile, default_profile
-from podium.scheduler import PodiumScheduler
+from podium.scheduling.scheduler import PodiumScheduler
 
 log = structlog.get_logger("podium.handlers.policies")
 

@@ -15,10 +15,10 @@ from typing import Any
 
 import yaml
 
+from podium.framework.profile import Profile
 from podium.policy import PolicyError, build_profile, default_profile
-from podium.profile import Profile
-from podium.selectors import OBJECT_KINDS as SELECTOR_KINDS
-from podium.volumes import OBJECT_KINDS
+from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
+from podium.state.volumes import OBJECT_KINDS
 
 
 class InputError(RuntimeError):

@@ -32,13 +32,13 @@ from typing import Any
 
 import yaml
 
-from podium.algorithm import Scheduler
+from podium.framework.cycle import Scheduler
+from podium.framework.preemption import post_filter
+from podium.framework.profile import Profile
 from podium.manifests import make_node, make_pod
 from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.preemption import post_filter
-from podium.profile import Profile
-from podium.snapshot import build_snapshot
+from podium.state.snapshot import build_snapshot
 from podium.tools.inputs import InputError, load_policy
 
 __all__ = ["CaseResult", "run_directory", "run_document"]

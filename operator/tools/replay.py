@@ -23,11 +23,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from podium.algorithm import Scheduler
-from podium.decision import read_records
+from podium.framework.cycle import Scheduler
+from podium.framework.decision import read_records
+from podium.framework.profile import Profile
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
-from podium.profile import Profile
-from podium.snapshot import build_snapshot
+from podium.state.snapshot import build_snapshot
 from podium.tools.inputs import InputError, load_objects, load_policy
 from podium.tools.shadowreport import final_decisions
 

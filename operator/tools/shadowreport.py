@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from podium.decision import read_records
+from podium.framework.decision import read_records
 
 __all__ = ["Comparison", "Side", "compare", "final_decisions", "format_report", "run_shadow_report"]
 

@@ -1,7 +1,7 @@
 """Placing pending pods one by one with the real algorithm, in memory, and measuring the result.
 
 No API server is involved: pods are placed in queue order (higher priority
-first, then earlier creation) with ``podium.algorithm.schedule`` and assumed
+first, then earlier creation) with ``podium.framework.cycle.schedule`` and assumed
 in the Cache, so each pod sees the ones placed before it, exactly as the live
 scheduler's cycles do. Left out, by design: binding latency, watch lag,
 retries after cluster events other than the simulated placements themselves,
@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithm import Scheduler, schedule
+from podium.algorithms.volume_binding import plan_volumes, volume_binding
+from podium.framework.cycle import Scheduler, schedule
+from podium.framework.profile import Profile
 from podium.objects import NodeInfo, PodInfo, parse_pod
 from podium.pod_resources import describe_requests
-from podium.profile import Profile
-from podium.snapshot import Snapshot, build_snapshot
-from podium.volume_binder import plan_volumes, volume_binding
-from podium.volumes import pod_claims
+from podium.state.snapshot import Snapshot, build_snapshot
+from podium.state.volumes import pod_claims
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 

@@ -20,8 +20,8 @@ from podium.algorithms import FILTERS, SCORES
 from podium.algorithms.node_declared_features import REASON, RESTART_ALL_CONTAINERS
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import wait_for
+from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 from podium.manifests import make_node, make_pod
-from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

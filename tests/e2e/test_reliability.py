@@ -32,7 +32,7 @@ from podium.kube import KubeClient, load_credentials
 from podium.manifests import make_node, make_pod
 from podium.objects import parse_pod
 from podium.policy import default_profile
-from podium.scheduler import PodiumScheduler
+from podium.scheduling.scheduler import PodiumScheduler
 from tests.e2e.faults import (
     BIND_FAULTS,
     FaultyClient,

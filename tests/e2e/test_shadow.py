@@ -14,8 +14,8 @@ from jsonschema import Draft202012Validator
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.decision import read_records
 from podium.devcluster.objects import pod_events, wait_for
+from podium.framework.decision import read_records
 from podium.manifests import make_node, make_pod
 from tests.e2e.test_policy import (
     GROUP,

@@ -5,11 +5,11 @@ from typing import Any
 
 import pytest
 
-from podium.algorithm import Scheduler, num_feasible_nodes_to_find
-from podium.cache import Cache
+from podium.framework.cycle import Scheduler, num_feasible_nodes_to_find
 from podium.objects import parse_node, parse_pod
 from podium.policy import build_profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from tests.unit.builders import node, pod
 
 # A custom profile: it opts in to NodeConditions, which kube-scheduler's default lacks.
@@ -124,7 +124,7 @@ CASES = [
 def test_schedule(
     nodes: list[dict[str, Any]], incoming: dict[str, Any], chosen: str, message: str | None
 ) -> None:
-    from podium.preemption import post_filter
+    from podium.framework.preemption import post_filter
 
     profile = build_profile(CORE)
     snap = _snapshot(nodes)

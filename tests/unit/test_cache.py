@@ -1,8 +1,8 @@
 from __future__ import annotations
 
-from podium.cache import Cache
 from podium.objects import parse_node, parse_pod
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from tests.unit.builders import node, pod
 
 

@@ -33,7 +33,7 @@ import pytest
 import yaml
 
 from podium.algorithms import FILTERS, SCORES
-from podium.profile import DEFAULT_FILTERS, DEFAULT_SCORES
+from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -1118,7 +1118,7 @@ def _rules(template: str) -> list[dict[str, Any]]:
     return rules
 
 
-# What default topology spreading lists and watches (podium.selectors.KINDS).
+# What default topology spreading lists and watches (podium.state.selectors.KINDS).
 SELECTOR_RESOURCES = [
     ("", "services"),
     ("", "replicationcontrollers"),

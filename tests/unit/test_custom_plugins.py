@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from podium.algorithm import Scheduler
 from podium.algorithms import SCORES, load_entry_points
-from podium.cache import Cache
+from podium.framework.cycle import Scheduler
 from podium.objects import parse_node, parse_pod
 from podium.policy import PolicyError, build_profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from tests.unit.builders import node, pod
 
 PLUGIN = """

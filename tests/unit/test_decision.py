@@ -11,11 +11,11 @@ import pytest
 import structlog
 from jsonschema import Draft202012Validator
 
-from podium.algorithm import Scheduler
-from podium.decision import EVENT, build_record
+from podium.framework.cycle import Scheduler
+from podium.framework.decision import EVENT, build_record
 from podium.objects import parse_node, parse_pod
 from podium.policy import build_profile
-from podium.snapshot import build_snapshot
+from podium.state.snapshot import build_snapshot
 from tests.unit.builders import node, pod
 
 SCHEMA = json.loads(

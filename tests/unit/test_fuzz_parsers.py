@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from podium.binder import Binder, BindOutcome
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import default_profile
-from podium.scheduler import PodiumScheduler
+from podium.scheduling.scheduler import PodiumScheduler
 
 FUZZ = settings(
     max_examples=300,

@@ -8,13 +8,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from podium.algorithm import Scheduler
-from podium.cache import Cache
-from podium.nominator import Nominator
-from podium.objects import PodInfo, parse_node, parse_pod
-from podium.pdb import Pdb, parse_pdb
-from podium.policy import default_profile
-from podium.preemption import (
+from podium.framework.cycle import Scheduler
+from podium.framework.preemption import (
     NEVER,
     NO_VICTIMS,
     NOT_HELPFUL,
@@ -26,7 +21,12 @@ from podium.preemption import (
     pick_one_node,
     select_victims_on_node,
 )
-from podium.snapshot import Snapshot
+from podium.objects import PodInfo, parse_node, parse_pod
+from podium.pdb import Pdb, parse_pdb
+from podium.policy import default_profile
+from podium.scheduling.nominator import Nominator
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 
 from .builders import node, pod
 

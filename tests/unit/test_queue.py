@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 from podium.objects import parse_pod
-from podium.queue import QueueSettings, SchedulingQueue
+from podium.scheduling.queue import QueueSettings, SchedulingQueue
 from tests.unit.builders import pod
 
 

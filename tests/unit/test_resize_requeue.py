@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podium.scheduler import PodiumScheduler
+from podium.scheduling.scheduler import PodiumScheduler
 from tests.unit.test_fuzz_parsers import make_scheduler
 
 

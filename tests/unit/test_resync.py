@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from podium.resync import Resyncer, ResyncSettings, stale_keys
+from podium.scheduling.resync import Resyncer, ResyncSettings, stale_keys
 
 
 @pytest.mark.parametrize(

@@ -12,15 +12,15 @@ import pytest
 import structlog
 import yaml
 
-from podium.algorithm import Scheduler
-from podium.cache import Cache
 from podium.cli import main
-from podium.decision import EVENT, build_record
 from podium.devcluster.objects import wait_for
+from podium.framework.cycle import Scheduler
+from podium.framework.decision import EVENT, build_record
 from podium.objects import parse_node, parse_pod
 from podium.policy import PolicyError, build_profile
-from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
-from podium.snapshot import Snapshot
+from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from podium.tools.generate import generate_cluster
 from podium.tools.replay import NEEDS_SNAPSHOT
 from tests.unit.builders import node, pod

@@ -13,7 +13,7 @@ import yaml
 from podium.cli import main
 from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.snapshot import build_snapshot
+from podium.state.snapshot import build_snapshot
 from podium.tools.explain import ClusterState, explain_pod, explain_state, format_table
 from podium.tools.generate import generate_cluster
 from podium.tools.inputs import load_objects

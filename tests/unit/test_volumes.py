@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podium.volumes import VolumeStore, parse_csinode, parse_pv, parse_pvc
+from podium.state.volumes import VolumeStore, parse_csinode, parse_pv, parse_pvc
 
 # (kind, malformed body) — each parses into something, and the store keeps it or drops it.
 MALFORMED = [

@@ -9,14 +9,14 @@ from typing import Any
 
 from podium.objects import parse_node, parse_pod
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
-from podium.selectors import KINDS as SELECTOR_PATHS
-from podium.selectors import OBJECT_KINDS as SELECTOR_KINDS
-from podium.snapshot import build_snapshot
+from podium.state.selectors import KINDS as SELECTOR_PATHS
+from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
+from podium.state.snapshot import build_snapshot
+from podium.state.volumes import KINDS as VOLUME_PATHS
+from podium.state.volumes import OBJECT_KINDS
 from podium.tools.explain.engine import explain_pod
 from podium.tools.explain.model import ExplainError, Explanation
 from podium.tools.inputs import load_policy, profile_from_policy
-from podium.volumes import KINDS as VOLUME_PATHS
-from podium.volumes import OBJECT_KINDS
 
 
 @dataclass(slots=True)

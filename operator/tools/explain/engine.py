@@ -14,7 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from podium.algorithm import (
+from podium.framework.cycle import (
     UNRESOLVABLE,
     UNSEEN,
     Diagnosis,
@@ -22,12 +22,12 @@ from podium.algorithm import (
     run_filters,
     run_pre_filters,
 )
-from podium.cache import Cache
-from podium.framework import Cycle, IndexArray
+from podium.framework.plugin import Cycle, IndexArray
+from podium.framework.preemption import post_filter
+from podium.framework.profile import Profile
 from podium.objects import PodInfo
-from podium.preemption import post_filter
-from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from podium.tools.explain.model import FORCED_PERCENTAGE, Explanation, NodeRow
 from podium.tools.explain.suggestions import (
     attempt,

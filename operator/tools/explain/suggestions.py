@@ -13,14 +13,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from podium.algorithm import Placement, Scheduler, schedule
 from podium.algorithms.node_resources_fit import TOO_MANY_PODS
 from podium.algorithms.taint_toleration import untolerated
-from podium.cache import Cache
+from podium.framework.cycle import Placement, Scheduler, schedule
+from podium.framework.profile import Profile
 from podium.objects import PodInfo, Taint, Toleration
 from podium.pod_resources import quantity_text
-from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 from podium.tools.explain.model import NodeRow
 
 _HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

@@ -25,13 +25,13 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.algorithm import Scheduler
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
+from podium.framework.cycle import Scheduler
+from podium.framework.preemption import best_candidates, evaluate
 from podium.manifests import make_node, make_pod
 from podium.objects import parse_node, parse_pod
 from podium.policy import build_profile
-from podium.preemption import best_candidates, evaluate
-from podium.snapshot import build_snapshot
+from podium.state.snapshot import build_snapshot
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from podium.cache import Cache
-from podium.framework import Cycle, FilterPlugin, ScorePlugin
+from podium.framework.plugin import Cycle, FilterPlugin, ScorePlugin
 from podium.objects import parse_node, parse_pod
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 
 _uids = itertools.count()
 ZONE = "topology.kubernetes.io/zone"

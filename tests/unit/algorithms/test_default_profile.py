@@ -1,6 +1,6 @@
 """The default profile end to end: FailedScheduling messages and placements.
 
-Runs podium.algorithm.schedule with podium.policy.default_profile() on small
+Runs podium.framework.cycle.schedule with podium.policy.default_profile() on small
 clusters, and appends the preemption suffix the way the scheduler does.
 """
 
@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from podium.algorithm import Scheduler
+from podium.framework.cycle import Scheduler
+from podium.framework.preemption import post_filter
 from podium.objects import parse_pod
 from podium.policy import default_profile
-from podium.preemption import post_filter
 
 from .conftest import HOST, ZONE, node, on, pod, selecting, snapshot
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from podium.objects import parse_pod
-from podium.selectors import SelectorStore
+from podium.state.selectors import SelectorStore
 
 from .conftest import pod, selecting
 

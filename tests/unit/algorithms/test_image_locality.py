@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from podium.algorithms.image_locality import ImageLocality, calculate_priority
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 
 from .conftest import node, pod, run_score, snapshot
 
@@ -121,9 +121,9 @@ def test_image_with_several_names() -> None:
 
 
 def test_index_follows_node_updates() -> None:
-    from podium.cache import Cache
     from podium.objects import parse_node
-    from podium.snapshot import Snapshot
+    from podium.state.cache import Cache
+    from podium.state.snapshot import Snapshot
 
     cache = Cache()
     cache.add_node(parse_node(node("n1")))

@@ -12,7 +12,7 @@ from podium.algorithms.inter_pod_affinity import (
     REASON_EXISTING_ANTI,
     InterPodAffinity,
 )
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 
 from .conftest import (
     HOST,
@@ -567,9 +567,9 @@ def test_explain(
 
 def test_index_follows_snapshot_updates() -> None:
     """The per-snapshot pod index must see pods that arrive and leave between cycles."""
-    from podium.cache import Cache
     from podium.objects import parse_node, parse_pod
-    from podium.snapshot import Snapshot
+    from podium.state.cache import Cache
+    from podium.state.snapshot import Snapshot
 
     cache = Cache()
     for body in cluster():

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from podium.algorithms.no_disk_conflict import REASON, NoDiskConflict
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 from podium.policy import default_profile
 
 from .conftest import explain, node, on, pod, run_filter, snapshot, unresolvable

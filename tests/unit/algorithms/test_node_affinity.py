@@ -359,7 +359,7 @@ def test_score(
 
 
 def test_default_weight_and_events() -> None:
-    from podium.framework import ClusterEvent
+    from podium.framework.plugin import ClusterEvent
 
     assert NodeAffinity.default_weight == 2
     assert NodeAffinity.events == ClusterEvent.NODE_ADD | ClusterEvent.NODE_LABEL

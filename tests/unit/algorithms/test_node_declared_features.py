@@ -7,7 +7,6 @@ from typing import Any
 
 import pytest
 
-from podium.algorithm import Scheduler
 from podium.algorithms.node_declared_features import (
     REASON,
     RESTART_ALL_CONTAINERS,
@@ -16,14 +15,15 @@ from podium.algorithms.node_declared_features import (
     NodeDeclaredFeatures,
     required_features,
 )
-from podium.cache import Cache
-from podium.framework import ClusterEvent
+from podium.framework.cycle import Scheduler
+from podium.framework.plugin import ClusterEvent
+from podium.framework.preemption import post_filter
+from podium.framework.profile import DEFAULT_FILTERS
 from podium.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.preemption import post_filter
-from podium.profile import DEFAULT_FILTERS
-from podium.scheduler import node_change
-from podium.snapshot import Snapshot
+from podium.scheduling.scheduler import node_change
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 
 from .conftest import explain, node, pod, run_filter, snapshot, unresolvable
 

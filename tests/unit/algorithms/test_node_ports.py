@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from podium.algorithms.node_ports import REASON, NodePorts
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 
 from .conftest import explain, node, on, pod, run_filter, snapshot, unresolvable
 
@@ -98,9 +98,9 @@ def test_plain_init_container_ports_do_not_count() -> None:
 
 
 def test_port_freed_when_pod_leaves() -> None:
-    from podium.cache import Cache
     from podium.objects import parse_node, parse_pod
-    from podium.snapshot import Snapshot
+    from podium.state.cache import Cache
+    from podium.state.snapshot import Snapshot
 
     cache = Cache()
     cache.add_node(parse_node(node("n1")))

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from podium.algorithms import FILTERS, SCORES
-from podium.framework import FilterPlugin, ScorePlugin
+from podium.framework.plugin import FilterPlugin, ScorePlugin
 
 from .conftest import cycle, node, on, pod, snapshot
 

@@ -14,7 +14,7 @@ from podium.algorithms.pod_topology_spread import (
     PodTopologySpread,
     round_half_away,
 )
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 
 from .conftest import (
     HOST,

@@ -12,9 +12,9 @@ from podium.algorithms.volume_binding import (
     NODE_CONFLICT,
     PV_NOT_EXIST,
     VolumeBinding,
+    plan_volumes,
 )
 from podium.objects import parse_pod
-from podium.volume_binder import plan_volumes
 
 from .conftest import cycle, node, pod, run_filter, unresolvable
 from .volume_builders import (

@@ -11,7 +11,7 @@ from podium.algorithms.node_volume_limits import NodeVolumeLimits
 from podium.algorithms.volume_restrictions import RWOP_REASON, VolumeRestrictions
 from podium.algorithms.volume_zone import REASON as ZONE_CONFLICT
 from podium.algorithms.volume_zone import VolumeZone
-from podium.framework import FilterPlugin
+from podium.framework.plugin import FilterPlugin
 
 from .conftest import node, on, pod, run_filter, unresolvable
 from .volume_builders import ZONE, claims, csinode, pv, pvc, storage_class, volume_snapshot

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from podium.snapshot import Snapshot
+from podium.state.snapshot import Snapshot
 
 from .conftest import snapshot
 

@@ -24,12 +24,12 @@ from typing import Any
 import structlog
 
 from podium.kube import KubeClient
-from podium.selectors import KINDS as SELECTOR_KINDS
-from podium.volumes import KINDS as VOLUME_KINDS
+from podium.state.selectors import KINDS as SELECTOR_KINDS
+from podium.state.volumes import KINDS as VOLUME_KINDS
 
 __all__ = ["ResyncSettings", "Resyncer", "stale_keys"]
 
-log = structlog.get_logger("podium.resync")
+log = structlog.get_logger("podium.scheduling.resync")
 
 # The kinds whose cached state a relist can leave stale, and where to LIST them.
 _PATHS: dict[str, str] = {

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from podium.framework import ClusterEvent
+from podium.framework.plugin import ClusterEvent
 from podium.objects import PodInfo
 
 __all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue"]

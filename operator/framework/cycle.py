@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from podium.framework import Cycle, IndexArray, IntArray
+from podium.framework.plugin import Cycle, IndexArray, IntArray
+from podium.framework.profile import Profile
 from podium.objects import PodInfo
-from podium.profile import Profile
-from podium.snapshot import RowBackup, Snapshot
+from podium.state.snapshot import RowBackup, Snapshot
 
 __all__ = [
     "NO_NODES_MSG",

@@ -16,17 +16,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
-from numpy.typing import NDArray
+
+from podium.state.arrays import IndexArray, IntArray, MaskArray
 
 if TYPE_CHECKING:
     from podium.objects import PodInfo
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 __all__ = [
     "MAX_NODE_SCORE",
     "ClusterEvent",
     "Cycle",
     "FilterPlugin",
+    "IndexArray",
     "IntArray",
     "MaskArray",
     "Plugin",
@@ -36,10 +38,6 @@ __all__ = [
 ]
 
 MAX_NODE_SCORE = 100
-
-IntArray = NDArray[np.int64]
-MaskArray = NDArray[np.bool_]
-IndexArray = NDArray[np.intp]
 
 
 class ClusterEvent(enum.Flag):

@@ -1,6 +1,6 @@
 """Carrying out a preemption: nominate the node, then mark and delete (or evict) the victims.
 
-The decision itself is ``podium.preemption`` (pure); this module makes the
+The decision itself is ``podium.framework.preemption`` (pure); this module makes the
 API calls, each with a "Preempted" Event, as kube-scheduler's Evaluator does.
 """
 
@@ -12,14 +12,14 @@ from datetime import UTC, datetime
 
 import structlog
 
+from podium.framework.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Candidate
 from podium.kube import ApiError, KubeClient
 from podium.objects import PodInfo
 from podium.pdb import Pdb
-from podium.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Candidate
 
 __all__ = ["actuate", "preempt_victim", "set_nominated_node"]
 
-log = structlog.get_logger("podium.preemptor")
+log = structlog.get_logger("podium.scheduling.preemptor")
 
 
 def _now() -> str:

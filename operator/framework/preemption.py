@@ -17,9 +17,9 @@ plugin (pkg/scheduler/framework/preemption, plugins/defaultpreemption):
   priority, lowest priority sum, fewest victims, latest start time of the
   highest-priority victims, then the first candidate;
 
-Pure: it decides, and ``podium.preemptor`` carries the decision out. Pods
+Pure: it decides, and ``podium.scheduling.preemptor`` carries the decision out. Pods
 nominated by earlier preemptions hold their room on their node for pods of
-lower priority (``podium.nominator``, ``algorithm.reserve_nominated``).
+lower priority (``podium.scheduling.nominator``, ``algorithm.reserve_nominated``).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithm import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
-from podium.framework import Cycle
+from podium.framework.cycle import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
+from podium.framework.plugin import Cycle
+from podium.framework.profile import Profile
 from podium.objects import PodInfo
 from podium.pdb import Pdb
-from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.state.snapshot import Snapshot
 
 __all__ = [
     "NEVER",

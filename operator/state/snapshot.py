@@ -17,11 +17,11 @@ from typing import Any
 
 import numpy as np
 
-from podium.cache import Cache, NodeState
-from podium.framework import IndexArray, IntArray, MaskArray
 from podium.objects import HostPort, NodeInfo, PodInfo
-from podium.selectors import SelectorStore
-from podium.volumes import VolumeStore
+from podium.state.arrays import IndexArray, IntArray, MaskArray
+from podium.state.cache import Cache, NodeState
+from podium.state.selectors import SelectorStore
+from podium.state.volumes import VolumeStore
 
 __all__ = ["BASE_RESOURCES", "RowBackup", "Snapshot", "build_snapshot"]
 

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithm import Placement
+from podium.framework.cycle import Placement
+from podium.framework.profile import Profile
 from podium.objects import PodInfo
-from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.state.snapshot import Snapshot
 
 __all__ = [
     "EVENT",

@@ -18,32 +18,33 @@ from typing import Any
 
 import structlog
 
-from podium.algorithm import Placement, Scheduler
+from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
 from podium.binder import Binder, BindOutcome
-from podium.cache import Cache
-from podium.decision import EVENT, build_record
-from podium.framework import ClusterEvent
+from podium.framework.cycle import Placement, Scheduler
+from podium.framework.decision import EVENT, build_record
+from podium.framework.plugin import ClusterEvent
+from podium.framework.preemption import evaluate
+from podium.framework.profile import Profile
 from podium.kube import ApiError, KubeClient
 from podium.metrics import Metrics
-from podium.nominator import Nominator
 from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.pdb import Pdb, parse_pdb
 from podium.pod_resources import requests_decreased
-from podium.preemption import evaluate
-from podium.preemptor import actuate, set_nominated_node
-from podium.profile import Profile
-from podium.queue import QueuedPod, QueueSettings, SchedulingQueue
-from podium.resync import Resyncer
-from podium.selectors import KINDS as SELECTOR_KINDS
-from podium.shadow import ShadowJob, ShadowRunner, shadows_by_target
-from podium.snapshot import Snapshot
-from podium.volume_binder import VolumeBinder, VolumePlan, plan_volumes, volume_binding
-from podium.volumes import KINDS as VOLUME_KINDS
-from podium.volumes import pod_claims
+from podium.scheduling.nominator import Nominator
+from podium.scheduling.preemptor import actuate, set_nominated_node
+from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
+from podium.scheduling.resync import Resyncer
+from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
+from podium.scheduling.volume_binder import VolumeBinder
+from podium.state.cache import Cache
+from podium.state.selectors import KINDS as SELECTOR_KINDS
+from podium.state.snapshot import Snapshot
+from podium.state.volumes import KINDS as VOLUME_KINDS
+from podium.state.volumes import pod_claims
 
 __all__ = ["PodiumScheduler", "node_change"]
 
-log = structlog.get_logger("podium.scheduler")
+log = structlog.get_logger("podium.scheduling.scheduler")
 
 NO_POLICY = "SchedulerPolicy"
 

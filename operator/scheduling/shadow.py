@@ -25,16 +25,16 @@ from dataclasses import dataclass
 
 import structlog
 
-from podium.algorithm import Nominated, Scheduler
-from podium.cache import Cache
-from podium.decision import EVENT, build_record
+from podium.framework.cycle import Nominated, Scheduler
+from podium.framework.decision import EVENT, build_record
+from podium.framework.profile import Profile
 from podium.objects import PodInfo
-from podium.profile import Profile
-from podium.snapshot import Snapshot
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 
 __all__ = ["ShadowJob", "ShadowRunner", "shadows_by_target"]
 
-log = structlog.get_logger("podium.shadow")
+log = structlog.get_logger("podium.scheduling.shadow")
 
 # How often the shadow task looks whether the live profile is busy, and how long it
 # must have been idle before a shadow cycle runs.

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from podium.framework import ClusterEvent, FilterPlugin, ScorePlugin
+from podium.framework.plugin import ClusterEvent, FilterPlugin, ScorePlugin
 
 __all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORES", "Profile"]
 

@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from podium.framework import IntArray, MaskArray
 from podium.labels import IN, NAME_FIELD, NodeTerm, Requirement
+from podium.state.arrays import IntArray, MaskArray
 
 if TYPE_CHECKING:
-    from podium.snapshot import Snapshot
+    from podium.state.snapshot import Snapshot
 
 # -- vectorised evaluation over snapshot rows -----------------------------------
 _CACHES: weakref.WeakKeyDictionary[Snapshot, dict[str, Any]] = weakref.WeakKeyDictionary()

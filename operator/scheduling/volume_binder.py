@@ -27,16 +27,14 @@ from __future__ import annotations
 import asyncio
 import copy
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
-from podium.algorithms.volume_binding import VolumeBinding, find_pod_volumes, pod_volume_claims
+from podium.algorithms.volume_binding import VolumePlan
 from podium.kube import ApiError, KubeClient
-from podium.objects import NodeInfo, PodInfo
-from podium.profile import Profile
-from podium.volumes import (
+from podium.objects import PodInfo
+from podium.state.volumes import (
     BIND_COMPLETED,
     BOUND_BY_CONTROLLER,
     SELECTED_NODE,
@@ -45,35 +43,9 @@ from podium.volumes import (
     VolumeStore,
 )
 
-__all__ = ["VolumeBinder", "VolumePlan", "plan_volumes", "volume_binding"]
+__all__ = ["VolumeBinder"]
 
-log = structlog.get_logger("podium.volume_binder")
-
-
-@dataclass(slots=True)
-class VolumePlan:
-    """What PreBind must write for one pod on one node (Reserve's podVolumes)."""
-
-    static: list[tuple[PersistentVolumeClaim, PersistentVolume]] = field(default_factory=list)
-    provision: list[PersistentVolumeClaim] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        return not self.static and not self.provision
-
-
-def volume_binding(profile: Profile) -> VolumeBinding | None:
-    """The profile's VolumeBinding filter; without one, claims are left alone, as in kube."""
-    return next((p for p in profile.filters if isinstance(p, VolumeBinding)), None)
-
-
-def plan_volumes(store: VolumeStore, pod: PodInfo, node: NodeInfo) -> VolumePlan:
-    """Recompute the Filter's choice for the selected node (deterministic on the same store)."""
-    claims = pod_volume_claims(store, pod)
-    if claims is None or isinstance(claims, str):
-        return VolumePlan()
-    found = find_pod_volumes(store, claims, node)
-    return VolumePlan(list(found.static), list(found.provision))
+log = structlog.get_logger("podium.scheduling.volume_binder")
 
 
 def _claim_ref(claim: PersistentVolumeClaim) -> dict[str, str]:
