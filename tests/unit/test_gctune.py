@@ -1,13 +1,14 @@
-"""tune_gc: start-up objects leave the collector's view, and collections run less often."""
+"""tune_gc: start-up objects leave the collector's view; young collections become rare."""
 
 from __future__ import annotations
 
 import gc
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from podium.gctune import THRESHOLDS, tune_gc
+from podium.gctune import tune_gc
 
 
 @pytest.fixture
@@ -18,12 +19,39 @@ def restore_gc() -> Iterator[None]:
     gc.set_threshold(*before)
 
 
+def collections_while_allocating(containers: int) -> int:
+    """How many collections start while ``containers`` lists are created and kept."""
+    started: list[int] = []
+
+    def count(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started.append(info["generation"])
+
+    gc.callbacks.append(count)
+    try:
+        kept = [[] for _ in range(containers)]
+    finally:
+        gc.callbacks.remove(count)
+    assert len(kept) == containers
+    return len(started)
+
+
 @pytest.mark.usefixtures("restore_gc")
-def test_tune_gc_freezes_start_up_objects_and_raises_thresholds() -> None:
+def test_young_collections_become_rare() -> None:
+    gc.set_threshold(700, 10, 10)  # CPython's defaults
+    gc.collect()
+    with_defaults = collections_while_allocating(20_000)
+    tune_gc()
+    tuned = collections_while_allocating(20_000)
+    assert with_defaults >= 20
+    assert tuned == 0
+
+
+@pytest.mark.usefixtures("restore_gc")
+def test_start_up_objects_leave_the_collectors_view() -> None:
     gc.unfreeze()
     assert gc.get_freeze_count() == 0
     tune_gc()
-    assert gc.get_threshold() == (50_000, 20, 10) == THRESHOLDS
     assert gc.get_freeze_count() > 1000  # modules, classes and functions imported so far
 
 
