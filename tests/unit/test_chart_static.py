@@ -33,7 +33,8 @@ import pytest
 import yaml
 
 from podium.algorithms import FILTERS, SCORES
-from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES
+from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
+from podium.policy import build_profile
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -382,16 +383,6 @@ DEFAULTED_EMPTY_SPEC = {
     "postSuccessEvents": True,
 }
 
-DEFAULTED_PLUGIN_ARGS = {
-    "nodeResourcesFit": {
-        "strategy": "LeastAllocated",
-        "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}],
-    },
-    "podTopologySpread": {"defaultingType": "System"},
-    "interPodAffinity": {"hardPodAffinityWeight": 1},
-    "defaultPreemption": {"minCandidateNodesPercentage": 10, "minCandidateNodesAbsolute": 100},
-}
-
 
 @pytest.mark.parametrize("spec", [None, {}], ids=["no-spec", "empty-spec"])
 def test_crd_defaults_equal_kube_scheduler(spec: Any) -> None:
@@ -400,11 +391,27 @@ def test_crd_defaults_equal_kube_scheduler(spec: Any) -> None:
     assert obj["spec"] == DEFAULTED_EMPTY_SPEC
 
 
-def test_crd_plugin_args_defaults() -> None:
-    empty_args: dict[str, dict[str, Any]] = {name: {} for name in DEFAULTED_PLUGIN_ARGS}
-    obj, errors = admit_policy({"pluginArgs": empty_args}, with_cel=False)
+def _effective(profile: Profile) -> dict[str, Any]:
+    """What each plugin of a profile derived from its args, and the preemption bounds."""
+    plugins = [*profile.filters, *(plugin for plugin, _ in profile.scores)]
+    out: dict[str, Any] = {
+        p.name: {k: v for k, v in vars(p).items() if k != "args"} for p in plugins
+    }
+    out["preemption"] = (
+        profile.min_candidate_nodes_percentage,
+        profile.min_candidate_nodes_absolute,
+    )
+    return out
+
+
+def test_crd_plugin_args_defaults_are_podiums_own() -> None:
+    """The CRD fills in each pluginArgs block with what Podium assumes when it is absent."""
+    blocks = crd_schema()["properties"]["spec"]["properties"]["pluginArgs"]["properties"]
+    obj, errors = admit_policy({"pluginArgs": {name: {} for name in blocks}}, with_cel=False)
     assert errors == []
-    assert obj["spec"]["pluginArgs"] == DEFAULTED_PLUGIN_ARGS
+    defaulted = obj["spec"]["pluginArgs"]
+    assert sum(1 for args in defaulted.values() if args) >= 4  # nodeResourcesFit, ...
+    assert _effective(build_profile({"pluginArgs": defaulted})) == _effective(build_profile({}))
 
 
 def test_crd_known_plugin_lists() -> None:
