@@ -21,13 +21,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from podium.algorithms import load_entry_points
 from podium.binder import Binder
 from podium.handlers import (
-    register_namespaces,
-    register_nodes,
-    register_pdbs,
-    register_pods,
     register_policies,
-    register_selectors,
-    register_volumes,
+    register_watches,
 )
 from podium.kube import Credentials, KubeClient, load_credentials
 from podium.leader import LeaderElector, LeaseSettings, LostLeadership
@@ -136,12 +131,7 @@ def build_registry(
         settings.persistence.diffbase_storage = _NoDiffBase()
         settings.persistence.progress_storage = _NoProgress()
 
-    register_namespaces(registry, scheduler)
-    register_nodes(registry, scheduler)
-    register_pods(registry, scheduler)
-    register_pdbs(registry, scheduler)
-    register_volumes(registry, scheduler)
-    register_selectors(registry, scheduler)
+    register_watches(registry, scheduler)
     register_policies(registry, scheduler, client, options.scheduler_name)
     return registry
 

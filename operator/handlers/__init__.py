@@ -10,20 +10,7 @@ scheduling cycle reads it.
 
 from __future__ import annotations
 
-from podium.handlers.namespaces import register_namespaces
-from podium.handlers.nodes import register_nodes
-from podium.handlers.pdbs import register_pdbs
-from podium.handlers.pods import register_pods
 from podium.handlers.policies import register_policies
-from podium.handlers.selectors import register_selectors
-from podium.handlers.volumes import register_volumes
+from podium.handlers.watched import register_watches
 
-__all__ = [
-    "register_namespaces",
-    "register_nodes",
-    "register_pdbs",
-    "register_pods",
-    "register_policies",
-    "register_selectors",
-    "register_volumes",
-]
+__all__ = ["register_policies", "register_watches"]
