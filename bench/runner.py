@@ -87,7 +87,10 @@ _UNSCHEDULABLE_GRACE = 30.0
 
 @dataclass(slots=True)
 class BenchConfig:
-    """What to run. cases holds `Case` or `Case/Workload` names; empty means every case."""
+    """What to run. cases holds `Case` or `Case/Workload` names; empty means every case.
+
+    A bare `Case`, or no name, means the workloads in preset (see cases.select).
+    """
 
     cases: Sequence[str] = ()
     preset: str = DEFAULT_PRESET
@@ -227,9 +230,7 @@ class _Bench:
         try:
             await self._run(case, workload, sched, run_id, namespace, result)
         except* (TimeoutError, RuntimeError, aiohttp.ClientError) as group:
-            exc = group.exceptions[0]
-            result.status = f"error: {exc}"
-            self.progress.note(f"  {title} failed: {exc}")
+            result.status = f"error: {group.exceptions[0]}"
         finally:
             self.progress.done()
         self.progress.note(f"  {title}: {_outcome(result)}")
@@ -591,7 +592,7 @@ def _outcome(run: RunResult) -> str:
         f"{run.bound}/{run.measure_pods} bound",
         "-" if run.throughput is None else f"{run.throughput:.1f} pods/s",
         "-" if run.cpu_ms_per_pod is None else f"{run.cpu_ms_per_pod:.2f} CPU ms/pod",
-        run.correctness.summary(),
+        f"correctness {run.correctness.summary()}",
     ]
     return f"{run.status}, " + ", ".join(figures)
 
