@@ -12,7 +12,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from .cases import CaseError, load_cases, select
+from .cases import DEFAULT_PRESET, CaseError, load_cases, select
 from .runner import BenchConfig, run_bench
 from .schedulers import SCHEDULERS, py_spy_path
 
@@ -24,6 +24,16 @@ def _positive_float(value: str) -> float:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from exc
     if not number > 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
+    return number
+
+
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from exc
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
     return number
 
 
@@ -59,10 +69,24 @@ def build_parser() -> argparse.ArgumentParser:
         help="cases to run, as Case or Case/Workload (default: all; see --list)",
     )
     parser.add_argument(
+        "--upstream",
+        action="store_true",
+        help="scheduler_perf's 5,000-node sizes and the sweep up to 15,000 nodes "
+        "(a bare Case means its upstream workload)",
+    )
+    parser.add_argument(
         "--scale",
         type=_positive_float,
         default=1.0,
         help="multiply every node and pod count (default: 1.0)",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="run each workload N times, alternating the schedulers, and report the "
+        "median and range (default: 1)",
     )
     parser.add_argument(
         "--out", type=Path, default=Path("out/bench"), help="output folder (default: out/bench)"
@@ -107,16 +131,17 @@ def _list_cases(scale: float) -> None:
             w = workload.scaled(scale)
             print(
                 f"    {case.name}/{w.name}: {w.nodes} nodes, {w.init_pods} init pods, "
-                f"{w.measure_pods} measured pods"
+                f"{w.measure_pods} measured pods [{', '.join(w.presets)}]"
             )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    preset = "upstream" if args.upstream else DEFAULT_PRESET
     try:
         cases = load_cases()
-        select(cases, args.cases)
+        select(cases, args.cases, preset)
     except CaseError as exc:
         parser.error(str(exc))
     if args.list:
@@ -126,7 +151,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("--profile needs py-spy on PATH or next to this Python (pip install py-spy)")
     config = BenchConfig(
         cases=args.cases,
+        preset=preset,
         scale=args.scale,
+        repeat=args.repeat,
         out=args.out,
         schedulers=args.schedulers,
         timeout=args.timeout,

@@ -2,7 +2,9 @@
 
 Each file describes one case the way scheduler_perf does (a node template, the
 pod templates for the init and measured phases, optional churn, and one or more
-sized workloads), so the same shapes can be compared with upstream numbers. The
+sized workloads), so the same shapes can be compared with upstream numbers. Each
+workload belongs to one or more presets: "default" sizes fit the whole set on a
+two-core machine, "upstream" holds scheduler_perf's own 5,000-node sizes. The
 loader rejects unknown keys: a misspelt `topologySpreadConstraint` would
 otherwise silently turn a constrained case into SchedulingBasic.
 """
@@ -10,6 +12,7 @@ otherwise silently turn a constrained case into SchedulingBasic.
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +24,8 @@ from podium.manifests import make_node, make_pod
 
 __all__ = [
     "BENCH_LABEL",
+    "DEFAULT_PRESET",
+    "PRESETS",
     "ROLE_LABEL",
     "RUN_LABEL",
     "WORKLOADS_DIR",
@@ -40,6 +45,10 @@ BENCH_LABEL = "podium.bench/managed"
 """On every object the benchmark creates, so cleanup can find leftovers of any run."""
 RUN_LABEL = "podium.bench/run"
 ROLE_LABEL = "podium.bench/role"
+
+DEFAULT_PRESET = "default"
+PRESETS = (DEFAULT_PRESET, "upstream")
+"""default: the everyday sizes; upstream: scheduler_perf's performance-labelled sizes."""
 
 Expectation = Literal["bound", "unschedulable"]
 ChurnMode = Literal["create", "recreate"]
@@ -113,17 +122,18 @@ class Churn:
 
 @dataclass(frozen=True, slots=True)
 class Workload:
-    """One size of a case: node count and the pods created in each phase."""
+    """One size of a case: node count, the pods created in each phase, and its presets."""
 
     name: str
     nodes: int
     init_pods: int
     measure_pods: int
+    presets: tuple[str, ...] = (DEFAULT_PRESET,)
 
     def scaled(self, scale: float) -> Workload:
         """Counts multiplied by scale; at least one node and one measured pod remain."""
-        return Workload(
-            name=self.name,
+        return dataclasses.replace(
+            self,
             nodes=max(1, round(self.nodes * scale)),
             init_pods=round(self.init_pods * scale),
             measure_pods=max(1, round(self.measure_pods * scale)),
@@ -161,7 +171,7 @@ _CASE_KEYS = {
 _NODE_KEYS = {"cpu", "memory", "pods", "zones", "labels"}
 _TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect"}
 _CHURN_KEYS = {"mode", "intervalSeconds", "nodes", "pods", "services"}
-_WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods"}
+_WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods", "presets"}
 
 
 def _mapping(
@@ -188,6 +198,17 @@ def _strings(value: Any, where: str) -> dict[str, str]:
     if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
         raise CaseError(f"{where}: expected a mapping of strings")
     return {key: str(item) for key, item in value.items()}
+
+
+def _presets(value: Any, where: str) -> tuple[str, ...]:
+    if (
+        not isinstance(value, list)
+        or not value
+        or not all(item in PRESETS for item in value)
+        or len(set(value)) != len(value)
+    ):
+        raise CaseError(f"{where}: expected a non-empty list of distinct {'/'.join(PRESETS)}")
+    return tuple(value)
 
 
 def _template(name: str, raw: Any, where: str) -> PodTemplate:
@@ -270,6 +291,9 @@ def parse_case(raw: Any, source: Path) -> Case:
                 nodes=_count(w["nodes"], f"{where}.workloads[{i}].nodes"),
                 init_pods=_count(w.get("initPods", 0), f"{where}.workloads[{i}].initPods"),
                 measure_pods=_count(w.get("measurePods", 0), f"{where}.workloads[{i}].measurePods"),
+                presets=_presets(
+                    w.get("presets", [DEFAULT_PRESET]), f"{where}.workloads[{i}].presets"
+                ),
             )
         )
     return Case(
@@ -300,16 +324,29 @@ def load_cases(directory: Path = WORKLOADS_DIR) -> dict[str, Case]:
     return cases
 
 
-def select(cases: Mapping[str, Case], names: Sequence[str]) -> list[tuple[Case, list[Workload]]]:
-    """Resolve `Case` or `Case/Workload` names; raise CaseError naming what exists."""
+def select(
+    cases: Mapping[str, Case], names: Sequence[str], preset: str = DEFAULT_PRESET
+) -> list[tuple[Case, list[Workload]]]:
+    """Resolve `Case` or `Case/Workload` names; raise CaseError naming what exists.
+
+    No names means every case's workloads in preset; a bare `Case` means its
+    workloads in preset; `Case/Workload` names one workload whatever its presets,
+    which is how a workload outside the default run is picked on its own.
+    """
+    if preset not in PRESETS:
+        raise CaseError(f"unknown preset {preset!r}; known: {', '.join(PRESETS)}")
     chosen: list[tuple[Case, list[Workload]]] = []
-    for item in names:
+    for item in names or list(cases):
         case_name, _, workload_name = item.partition("/")
         case = cases.get(case_name)
         if case is None:
             raise CaseError(f"unknown case {case_name!r}; known: {', '.join(cases)}")
         if not workload_name:
-            chosen.append((case, list(case.workloads)))
+            in_preset = [w for w in case.workloads if preset in w.presets]
+            if in_preset:
+                chosen.append((case, in_preset))
+            elif names:
+                raise CaseError(f"case {case_name} has no workload in the {preset} preset")
             continue
         matches = [w for w in case.workloads if w.name == workload_name]
         if not matches:

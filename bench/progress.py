@@ -2,7 +2,10 @@
 
 Runs take minutes; without a heartbeat a slow scheduler and a hung harness look the
 same. On a terminal the line is redrawn in place every second; in a log (or under
-pytest) a line is written every ten seconds and at each phase change.
+pytest) a line is written every ten seconds and at each phase change. A whole
+benchmark takes from ten minutes to hours (--upstream, --repeat), so the line and
+each run's header also say which run of how many this is and how long it has all
+taken so far.
 """
 
 from __future__ import annotations
@@ -27,6 +30,18 @@ class Progress:
         self._started = time.monotonic()
         self._phase_started = self._started
         self._last_line = 0.0
+        self._bench_started = self._started
+        self._runs = 0
+        self._total = 0
+
+    def plan(self, total: int) -> None:
+        """The number of runs the benchmark will make; starts its clock."""
+        self._total, self._runs = total, 0
+        self._bench_started = time.monotonic()
+
+    def position(self) -> str:
+        """The current run's place, as [run/total, time since the benchmark started]."""
+        return f"[{self._runs}/{self._total}, {_duration(time.monotonic() - self._bench_started)}]"
 
     def note(self, text: str) -> None:
         """A line that stays (run headers, warnings)."""
@@ -39,6 +54,7 @@ class Progress:
     def run(self, title: str) -> None:
         self._title = title
         self._started = time.monotonic()
+        self._runs += 1
 
     def phase(self, name: str, target: int = 0, count: Callable[[], int] | None = None) -> None:
         """Start a phase; with a target, the line shows count()/target."""
@@ -56,7 +72,8 @@ class Progress:
         counts = f": {self._count()}/{self._target}" if self._target else ""
         line = (
             f"  [{self._title}] {self._phase}{counts} "
-            f"({now - self._phase_started:.0f}s in phase, {now - self._started:.0f}s in run)"
+            f"({now - self._phase_started:.0f}s in phase, {now - self._started:.0f}s in run; "
+            f"run {self._runs}/{self._total}, {_duration(now - self._bench_started)} in all)"
         )
         if self._tty:
             self._stream.write(f"\r\033[K{line}")
@@ -87,3 +104,13 @@ class Progress:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+def _duration(seconds: float) -> str:
+    """12s, 3m05s, 1h02m."""
+    whole = int(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        return f"{whole // 60}m{whole % 60:02d}s"
+    return f"{whole // 3600}h{whole % 3600 // 60:02d}m"

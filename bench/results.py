@@ -1,8 +1,8 @@
 """The numbers one run produces, and the JSON they are written as.
 
-One RunResult per (case, workload, scheduler). Everything is plain data so that
-results.json can be read by anything (jq, a notebook, a later comparison) without
-this package.
+One RunResult per (case, workload, scheduler, repeat). Everything is plain data so
+that results.json can be read by anything (jq, a notebook, a later comparison)
+without this package; its `summary` holds the medians and ranges the tables show.
 """
 
 from __future__ import annotations
@@ -13,6 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from . import stats
 
 __all__ = ["BenchResults", "Correctness", "RunResult"]
 
@@ -69,6 +71,8 @@ class RunResult:
     nodes: int
     init_pods: int
     measure_pods: int
+    repeat: int = 1
+    """Which of the --repeat runs of this case, workload and scheduler (from 1)."""
     status: str = "ok"
     """ok, timeout (the measured phase ran past --timeout), or error: <why>."""
     bound: int = 0
@@ -85,9 +89,13 @@ class RunResult:
     """Scheduler CPU (user+system) over the measured phase."""
     cpu_seconds_total: float | None = None
     """Scheduler CPU from its start (informer sync, init pods) to the end of the run."""
+    cpu_ms_per_pod: float | None = None
+    """Scheduler CPU over the measured phase per measured pod bound, in milliseconds."""
     peak_rss_mib: float | None = None
     apiserver_cpu_seconds: float | None = None
+    apiserver_cpu_ms_per_pod: float | None = None
     etcd_cpu_seconds: float | None = None
+    etcd_cpu_ms_per_pod: float | None = None
     harness_cpu_seconds: float | None = None
     background_cpu_seconds: float | None = None
     """CPU used on the machine by anything else during the measured phase (noise)."""
@@ -114,7 +122,7 @@ class BenchResults:
     runs: list[RunResult] = field(default_factory=list)
 
     def groups(self) -> Iterator[tuple[str, list[RunResult]]]:
-        """Runs of the same case and workload, in the order they ran."""
+        """Runs of the same case and workload (every scheduler and repeat), in run order."""
         seen: dict[str, list[RunResult]] = {}
         for run in self.runs:
             seen.setdefault(run.key, []).append(run)
@@ -127,7 +135,8 @@ class BenchResults:
             body["ok"] = run.status == "ok" and run.correctness.ok
             body["correctness"]["summary"] = run.correctness.summary()
             runs.append(body)
-        return {"meta": self.meta, "runs": runs}
+        summary = [stats.summarise(group).to_json() for _, group in self.groups()]
+        return {"meta": self.meta, "runs": runs, "summary": summary}
 
     def write(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -12,6 +12,9 @@ case has it) and measure until they are bound. Differences, and why:
   thousands of node events.
 * Only one scheduler runs at a time: on two cores a second one idling in the
   background would still take CPU from the one being measured.
+* With --repeat N each workload runs N times, the schedulers alternating
+  (kube-scheduler, Podium, kube-scheduler, Podium, ...), so that a slow spell of
+  the machine falls on both rather than on all of one scheduler's runs.
 """
 
 from __future__ import annotations
@@ -39,7 +42,16 @@ from podium.devcluster import ControlPlane
 from . import report
 from .api import Api, ApiFailure
 from .apimetrics import attribute, scrape
-from .cases import BENCH_LABEL, ROLE_LABEL, RUN_LABEL, Case, Workload, load_cases, select
+from .cases import (
+    BENCH_LABEL,
+    DEFAULT_PRESET,
+    ROLE_LABEL,
+    RUN_LABEL,
+    Case,
+    Workload,
+    load_cases,
+    select,
+)
 from .measure import (
     PodTracker,
     Sampler,
@@ -75,10 +87,17 @@ _UNSCHEDULABLE_GRACE = 30.0
 
 @dataclass(slots=True)
 class BenchConfig:
-    """What to run. cases holds `Case` or `Case/Workload` names; empty means every case."""
+    """What to run. cases holds `Case` or `Case/Workload` names; empty means every case.
+
+    A bare `Case`, or no name, means the workloads in preset (see cases.select).
+    """
 
     cases: Sequence[str] = ()
+    preset: str = DEFAULT_PRESET
+    """Which workloads a bare case name (or no name) means: default or upstream."""
     scale: float = 1.0
+    repeat: int = 1
+    """Runs of each workload per scheduler, alternating the schedulers."""
     out: Path = Path("out/bench")
     schedulers: Sequence[str] = SCHEDULERS
     timeout: float = 600.0
@@ -181,12 +200,16 @@ class _Bench:
             self.plane, self.logs / f"{title}.podium.log", extra_args=self.config.podium_args
         )
 
-    async def run(self, case: Case, workload: Workload, label: str, seq: int) -> RunResult:
+    async def run(
+        self, case: Case, workload: Workload, label: str, seq: int, repeat: int
+    ) -> RunResult:
         short = "kube" if label == KUBE else "podium"
         run_id = f"r{seq}-{short}"
         slug = re.sub(r"[^a-z0-9]+", "-", case.name.lower()).strip("-")[:30]
         namespace = f"bench-{slug}-{run_id}"
         title = f"{case.name}/{workload.name} {label}"
+        if self.config.repeat > 1:
+            title += f" #{repeat}"
         sched = self.scheduler(label, namespace)
         result = RunResult(
             case=case.name,
@@ -196,21 +219,21 @@ class _Bench:
             nodes=workload.nodes,
             init_pods=workload.init_pods,
             measure_pods=workload.measure_pods,
+            repeat=repeat,
             log=str(sched.log_path),
         )
         self.progress.run(title)
         self.progress.note(
-            f"{title}: {workload.nodes} nodes, {workload.init_pods} init pods, "
-            f"{workload.measure_pods} measured pods"
+            f"{self.progress.position()} {title}: {workload.nodes} nodes, "
+            f"{workload.init_pods} init pods, {workload.measure_pods} measured pods"
         )
         try:
             await self._run(case, workload, sched, run_id, namespace, result)
         except* (TimeoutError, RuntimeError, aiohttp.ClientError) as group:
-            exc = group.exceptions[0]
-            result.status = f"error: {exc}"
-            self.progress.note(f"  {title} failed: {exc}")
+            result.status = f"error: {group.exceptions[0]}"
         finally:
             self.progress.done()
+        self.progress.note(f"  {title}: {_outcome(result)}")
         return result
 
     async def _run(
@@ -431,14 +454,19 @@ class _Bench:
             for q in (50, 90, 99, 100)
         }
         result.cpu_seconds = after.cpu_seconds - before.cpu_seconds
+        result.cpu_ms_per_pod = _ms_per_pod(result.cpu_seconds, result.bound)
         if "apiserver" in before_others:
             result.apiserver_cpu_seconds = (
                 after_others["apiserver"].cpu_seconds - before_others["apiserver"].cpu_seconds
+            )
+            result.apiserver_cpu_ms_per_pod = _ms_per_pod(
+                result.apiserver_cpu_seconds, result.bound
             )
         if "etcd" in before_others:
             result.etcd_cpu_seconds = (
                 after_others["etcd"].cpu_seconds - before_others["etcd"].cpu_seconds
             )
+            result.etcd_cpu_ms_per_pod = _ms_per_pod(result.etcd_cpu_seconds, result.bound)
         result.harness_cpu_seconds = (after_self.ru_utime + after_self.ru_stime) - (
             before_self.ru_utime + before_self.ru_stime
         )
@@ -552,6 +580,23 @@ class _Bench:
         )
 
 
+def _ms_per_pod(cpu_seconds: float, bound: int) -> float | None:
+    return 1000 * cpu_seconds / bound if bound else None
+
+
+def _outcome(run: RunResult) -> str:
+    """One line on a finished run, so a long benchmark's log shows the figures as they come."""
+    if run.status.startswith("error"):
+        return run.status
+    figures = [
+        f"{run.bound}/{run.measure_pods} bound",
+        "-" if run.throughput is None else f"{run.throughput:.1f} pods/s",
+        "-" if run.cpu_ms_per_pod is None else f"{run.cpu_ms_per_pod:.2f} CPU ms/pod",
+        f"correctness {run.correctness.summary()}",
+    ]
+    return f"{run.status}, " + ", ".join(figures)
+
+
 def _timeline(offsets: Sequence[float], points: int = 400) -> list[tuple[float, int]]:
     """(seconds, bound so far) at every bind, thinned to about `points` for the plot."""
     step = max(1, len(offsets) // points)
@@ -575,8 +620,9 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
     control_plane may be one already running (the test session's); otherwise a
     ControlPlane with perf=True is started for the benchmark and stopped after it.
     """
-    cases = load_cases()
-    chosen = select(cases, list(config.cases) or list(cases))
+    if config.repeat < 1:
+        raise ValueError(f"repeat must be at least 1, got {config.repeat}")
+    chosen = select(load_cases(), list(config.cases), config.preset)
     own_plane = control_plane is None
     if control_plane is None:
         # Its logs (apiserver, etcd, kube-scheduler) belong to this benchmark run only.
@@ -587,7 +633,9 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
     results = BenchResults(
         meta={
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "preset": config.preset,
             "scale": config.scale,
+            "repeat": config.repeat,
             "timeout_s": config.timeout,
             "schedulers": list(config.schedulers),
             "podium_version": importlib.metadata.version("podium"),
@@ -598,6 +646,9 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
         }
     )
     progress = Progress(config.progress)
+    progress.plan(
+        sum(len(workloads) for _, workloads in chosen) * config.repeat * len(config.schedulers)
+    )
     if own_plane:
         progress.note("starting etcd and kube-apiserver (perf flags) ...")
         await plane.astart()
@@ -615,10 +666,11 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
         for case, workloads in chosen:
             for workload in workloads:
                 scaled = workload.scaled(config.scale)
-                for label in config.schedulers:
-                    seq += 1
-                    results.runs.append(await bench.run(case, scaled, label, seq))
-                    results.write(config.out / "results.json")
+                for repeat in range(1, config.repeat + 1):
+                    for label in config.schedulers:
+                        seq += 1
+                        results.runs.append(await bench.run(case, scaled, label, seq, repeat))
+                        results.write(config.out / "results.json")
                 group = [r for r in results.runs if r.key == f"{case.name}/{workload.name}"]
                 _emit(config.report, report.table(group))
         await bench.cleanup()
