@@ -14,7 +14,16 @@ from .cluster import ControlPlane
 from .kwok import Kwok
 from .process import ComponentError
 
-_NAMES = ("kube-apiserver", "kube-scheduler", "etcd", "kwok", "helm")
+_NAMES = (
+    "kube-apiserver",
+    "kube-scheduler",
+    "etcd",
+    "kubelet",
+    "kube-controller-manager",
+    "kwok",
+    "helm",
+    "pause",
+)
 
 
 def _path_of(binaries: Binaries, name: str) -> Path:

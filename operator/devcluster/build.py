@@ -53,6 +53,9 @@ class Binaries:
     kwok: Path
     kwok_stages: Path
     helm: Path
+    pause: Path
+    kubelet: Path
+    kube_controller_manager: Path
 
 
 @dataclass(frozen=True)
@@ -61,7 +64,7 @@ class _Recipe:
 
     name: str
     module: str
-    pin: str
+    pin: str | None
     packages: Mapping[str, str]
     ldflags: Callable[[str, str], list[str]]
     post_build: Callable[[Path, Path, Mapping[str, str]], None] | None = None
@@ -137,6 +140,18 @@ _RECIPES = (
         },
         ldflags=_k8s_ldflags,
     ),
+    # A real node for tests: built from the same pinned module, cached on its own so the
+    # control plane above does not wait for (or rebuild with) the much larger kubelet.
+    _Recipe(
+        name="node",
+        module="controlplane",
+        pin="k8s.io/kubernetes",
+        packages={
+            "k8s.io/kubernetes/cmd/kubelet": "kubelet",
+            "k8s.io/kubernetes/cmd/kube-controller-manager": "kube-controller-manager",
+        },
+        ldflags=_k8s_ldflags,
+    ),
     _Recipe(
         name="kwok",
         module="kwok",
@@ -144,6 +159,13 @@ _RECIPES = (
         packages={"sigs.k8s.io/kwok/cmd/kwok": "kwok"},
         ldflags=_no_ldflags,
         post_build=_copy_kwok_stages,
+    ),
+    _Recipe(
+        name="pause",
+        module="pause",
+        pin=None,
+        packages={"podium.dev/hack/pause": "pause"},
+        ldflags=_no_ldflags,
     ),
     _Recipe(
         name="helm",
@@ -176,7 +198,8 @@ def _check_go(env: Mapping[str, str]) -> None:
     if go is None:
         raise BuildError(
             "go not found on PATH: install Go >= 1.26 (https://go.dev/dl/) and put its bin/ "
-            "on PATH; it builds kube-apiserver, kube-scheduler, etcd, kwok and helm."
+            "on PATH; it builds kube-apiserver, kube-scheduler, etcd, kubelet, "
+            "kube-controller-manager, kwok and helm."
         )
     version = _run_go(["env", "GOVERSION"], HACK_DIR, env)
     match = re.match(r"go(\d+)\.(\d+)", version)
@@ -311,10 +334,13 @@ def _cache_key(recipe: _Recipe) -> tuple[str, str, list[str]]:
         raise BuildError(
             f"{exc.filename} is missing; build from a Podium checkout, which has hack/*/go.mod"
         ) from None
-    version = _required_version(go_mod, recipe.pin)
+    # A module of this repository (no pin) is versioned by its content alone.
+    version = "v0" if recipe.pin is None else _required_version(go_mod, recipe.pin)
     ldflags = recipe.ldflags(go_mod, version)
     digest = hashlib.sha256()
-    for part in (go_mod, go_sum, *ldflags, repr(sorted(recipe.packages.items()))):
+    sources = sorted(recipe.module_dir.glob("*.go"))
+    parts = (go_mod, go_sum, *ldflags, repr(sorted(recipe.packages.items())))
+    for part in (*parts, *(source.read_text() for source in sources)):
         digest.update(part.encode())
     return f"{recipe.name}-{version}-{digest.hexdigest()[:10]}", version, ldflags
 
@@ -371,4 +397,7 @@ def ensure_binaries(log: Log = _stderr) -> Binaries:
         kwok=dirs["kwok"] / "bin" / "kwok",
         kwok_stages=dirs["kwok"] / "stages.yaml",
         helm=dirs["helm"] / "bin" / "helm",
+        pause=dirs["pause"] / "bin" / "pause",
+        kubelet=dirs["node"] / "bin" / "kubelet",
+        kube_controller_manager=dirs["node"] / "bin" / "kube-controller-manager",
     )
