@@ -27,6 +27,10 @@ from .build import Binaries, ensure_binaries
 from .pki import Pki, write_pki
 from .process import ComponentError, ManagedProcess, Service, free_ports, http_get
 
+SERVICE_CIDR = "10.0.0.0/24"
+KUBERNETES_SERVICE_IP = "10.0.0.1"
+"""The `kubernetes` Service's ClusterIP: the first address of SERVICE_CIDR."""
+
 # Reads are not audited: tests count writes such as pods/binding creates.
 _AUDIT_POLICY = {
     "apiVersion": "audit.k8s.io/v1",
@@ -70,7 +74,10 @@ class ControlPlane(Service):
     perf=True lifts the apiserver's inflight limits and turns off API priority and
     fairness, as kwokctl and scheduler_perf do, so the benchmark measures the
     scheduler rather than throttling. audit=True writes an audit log of every
-    write request (see audit_events()).
+    write request (see audit_events()). real_nodes=True prepares the API server for a
+    kubelet (see RealNode): ServiceAccount admission on, kubelets reached by their
+    InternalIP only (never a DNS lookup of a node name), and the `kubernetes` Service
+    address in the serving certificate.
     """
 
     def __init__(
@@ -80,6 +87,7 @@ class ControlPlane(Service):
         workdir: Path | None = None,
         perf: bool = False,
         audit: bool = False,
+        real_nodes: bool = False,
         startup_timeout: float = 120.0,
     ) -> None:
         self._binaries = binaries
@@ -87,6 +95,7 @@ class ControlPlane(Service):
         self.workdir = workdir or Path(tempfile.mkdtemp(prefix="podium-cluster-"))
         self.perf = perf
         self.audit_log: Path | None = self.workdir / "audit.log" if audit else None
+        self.real_nodes = real_nodes
         self.startup_timeout = startup_timeout
         self.kubeconfig = self.workdir / "kubeconfig"
         self.api_port, self._etcd_port, self._etcd_peer_port = free_ports(3)
@@ -180,7 +189,8 @@ class ControlPlane(Service):
         binaries = self.binaries
         logs = self.workdir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        pki = self._pki = write_pki(self.workdir / "pki")
+        extra_ips = (KUBERNETES_SERVICE_IP,) if self.real_nodes else ()
+        pki = self._pki = write_pki(self.workdir / "pki", extra_ips)
         self._ssl = ssl.create_default_context(cafile=str(pki.ca_cert))
         self._write_kubeconfig(pki)
         self._etcd_data = _etcd_data_dir()
@@ -221,11 +231,17 @@ class ControlPlane(Service):
             f"--service-account-issuer={self.server}",
             f"--service-account-key-file={pki.sa_key}",
             f"--service-account-signing-key-file={pki.sa_key}",
-            "--service-cluster-ip-range=10.0.0.0/24",
+            f"--service-cluster-ip-range={SERVICE_CIDR}",
             "--authorization-mode=RBAC",
             "--allow-privileged=true",
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority",
         ]
+        if self.real_nodes:
+            args += [
+                "--disable-admission-plugins=TaintNodesByCondition,Priority",
+                "--kubelet-preferred-address-types=InternalIP",
+            ]
+        else:
+            args += ["--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority"]
         if self.perf:
             args += [
                 "--max-requests-inflight=0",

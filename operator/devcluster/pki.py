@@ -47,8 +47,12 @@ def _write(path: Path, data: bytes, mode: int = 0o600) -> None:
     path.chmod(mode)
 
 
-def write_pki(directory: Path) -> Pki:
-    """Create CA, serving cert, SA key and an admin token file (group system:masters)."""
+def write_pki(directory: Path, extra_ips: tuple[str, ...] = ()) -> Pki:
+    """Create CA, serving cert, SA key and an admin token file (group system:masters).
+
+    extra_ips join 127.0.0.1 in the serving certificate, e.g. the `kubernetes` Service
+    address that pods on a real node connect to.
+    """
     directory.mkdir(parents=True, exist_ok=True)
     now = datetime.datetime.now(datetime.UTC)
 
@@ -94,6 +98,7 @@ def write_pki(directory: Path) -> Pki:
             x509.SubjectAlternativeName(
                 [
                     x509.IPAddress(ipaddress.IPv4Address("127.0.0.1")),
+                    *(x509.IPAddress(ipaddress.ip_address(ip)) for ip in extra_ips),
                     x509.DNSName("localhost"),
                     x509.DNSName("kubernetes.default.svc"),
                 ]

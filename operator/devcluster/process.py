@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import FrameType, TracebackType
 from typing import Self
@@ -87,10 +87,17 @@ class ManagedProcess:
     main thread or the event-loop thread), never from a worker thread.
     """
 
-    def __init__(self, name: str, argv: Sequence[str], log_path: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        argv: Sequence[str],
+        log_path: Path,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         self.name = name
         self.argv = list(argv)
         self.log_path = log_path
+        self.env = dict(env) if env is not None else None
         self._popen: subprocess.Popen[bytes] | None = None
 
     @property
@@ -116,6 +123,7 @@ class ManagedProcess:
                 stderr=subprocess.STDOUT,
                 start_new_session=True,
                 preexec_fn=die_with_parent(os.getpid()),
+                env=self.env,
             )
         _LIVE.add(self)
 
