@@ -552,6 +552,9 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
                 (Path("/proc/sys") / key).write_text(value)
         self._sysctls = {}
         self._remove_host_paths()
+        # The containers' logs outlive the node, beside the other components' logs.
+        with contextlib.suppress(OSError):
+            shutil.copytree(self.workdir / "pod-logs", self.logs / "pods", dirs_exist_ok=True)
         shutil.rmtree(self.workdir, ignore_errors=True)
 
     def _remove_containers(self) -> None:
