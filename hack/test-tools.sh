@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# Tools two tests need beyond Python: headless Chromium renders the simulate
-# report, shellcheck lints the kind scripts. Both come from Debian's packages.
-# Where they cannot be installed (not root, no apt-get, no mirror), the tests
-# that need them skip and say why; nothing else depends on them.
+# Tools some tests need beyond Python: headless Chromium renders the simulate
+# report, shellcheck lints the kind scripts, and the real-node test runs containerd,
+# runc, the CNI plugins and debootstrap (unpacked into a private folder by
+# node-tools.sh, not installed). All come from Debian's packages. Where they cannot
+# be had (not root, no apt-get, no mirror), the tests that need them skip and say
+# why; nothing else depends on them.
 set -euo pipefail
+"$(dirname "$0")/node-tools.sh" >/dev/null
 missing=()
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v shellcheck >/dev/null 2>&1 || missing+=(shellcheck)

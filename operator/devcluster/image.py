@@ -45,6 +45,10 @@ _ENTRY_SCRIPT = (
 )
 
 
+class RootfsUnavailable(BuildError):
+    """debootstrap could not fetch Debian's packages (no mirror reachable, say)."""
+
+
 @dataclass(frozen=True)
 class BuiltImage:
     """An OCI image-layout tar and the name it is imported under."""
@@ -84,10 +88,16 @@ def _suite() -> str:
     return "bookworm"
 
 
-def _run(argv: list[str], what: str, **kwargs: object) -> None:
-    proc = subprocess.run(argv, capture_output=True, text=True, check=False, **kwargs)  # type: ignore[call-overload]
+def _run(
+    argv: list[str],
+    what: str,
+    env: dict[str, str] | None = None,
+    error: type[BuildError] = BuildError,
+) -> None:
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
     if proc.returncode != 0:
-        raise BuildError(f"{what} failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
+        output = (proc.stdout + proc.stderr)[-3000:]
+        raise error(f"{what} failed (exit {proc.returncode}):\n{output}")
 
 
 def _base_layer(tools: NodeTools) -> tuple[Path, Path]:
@@ -114,6 +124,7 @@ def _base_layer(tools: NodeTools) -> tuple[Path, Path]:
             ],
             "debootstrap",
             env=env,
+            error=RootfsUnavailable,
         )
         # Caches and logs of the build are no part of the image.
         for junk in ("var/cache/apt/archives", "var/lib/apt/lists", "var/log", "debootstrap"):

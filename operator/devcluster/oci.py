@@ -106,11 +106,11 @@ def write_image_layout(dest: Path, image: ImageLayout) -> None:
     """
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         layer_files: list[tuple[str, Path]] = []
-        for index, layer in enumerate(image.layers):
+        for number, layer in enumerate(image.layers):
             if isinstance(layer, Path):
                 layer_files.append((_digest_file(layer), layer))
             else:
-                path = Path(tmp) / f"layer-{index}.tar"
+                path = Path(tmp) / f"layer-{number}.tar"
                 layer_files.append((write_layer(path, layer), path))
         config = {
             "architecture": "amd64",
@@ -137,7 +137,7 @@ def write_image_layout(dest: Path, image: ImageLayout) -> None:
         }
         manifest_digest, manifest_bytes = _blob(json.dumps(manifest, sort_keys=True).encode())
         tag = image.name.rsplit(":", 1)[1] if ":" in image.name.split("/")[-1] else "latest"
-        index = {
+        index_doc: dict[str, object] = {
             "schemaVersion": 2,
             "mediaType": "application/vnd.oci.image.index.v1+json",
             "manifests": [
@@ -156,7 +156,7 @@ def write_image_layout(dest: Path, image: ImageLayout) -> None:
         partial = dest.with_name(dest.name + ".partial")
         with tarfile.open(partial, "w") as tar:
             _add_bytes(tar, "oci-layout", b'{"imageLayoutVersion": "1.0.0"}')
-            _add_bytes(tar, "index.json", json.dumps(index).encode())
+            _add_bytes(tar, "index.json", json.dumps(index_doc).encode())
             for digest, data in ((config_digest, config_bytes), (manifest_digest, manifest_bytes)):
                 _add_bytes(tar, f"blobs/sha256/{digest.split(':')[1]}", data)
             for digest, path in layer_files:

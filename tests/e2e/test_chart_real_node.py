@@ -30,7 +30,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import KWOK_NODE_ANNOTATION, Binaries, ControlPlane, KubeScheduler, Kwok
-from podium.devcluster.image import BuiltImage, build_podium_image
+from podium.devcluster.image import BuiltImage, RootfsUnavailable, build_podium_image
 from podium.devcluster.node import RealNode, node_tools, unsupported_reason
 from podium.devcluster.objects import create_nodes, create_pod, make_node, make_pod
 
@@ -80,7 +80,10 @@ async def real(
     tools = node_tools()
     assert tools is not None
     started = time.monotonic()
-    image = await asyncio.to_thread(build_podium_image, tools)
+    try:
+        image = await asyncio.to_thread(build_podium_image, tools)
+    except RootfsUnavailable as exc:
+        pytest.skip(f"no root filesystem for Podium's image: {exc}")
     image_s = time.monotonic() - started
     workdir = tmp_path_factory.mktemp("real-node")
     plane = ControlPlane(binaries, workdir=workdir / "cluster", real_nodes=True)
@@ -210,7 +213,6 @@ async def test_chart_runs_on_a_real_node(real: RealCluster, tmp_path: Path) -> N
         watcher.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await watcher
-    print(f"\nreal-node figures: {real.timings}")
 
 
 async def _story(
@@ -249,19 +251,22 @@ async def _story(
     await core.delete_namespaced_pod(leader, NAMESPACE)
     during = await _create_work(api, "during", 5)
 
-    holders: list[str | None] = []
+    holders: list[str] = []
 
-    async def standby_leads() -> bool:
+    async def taken_over() -> bool:
+        # The standby normally wins; the Deployment's replacement pod competes for the
+        # Lease once it expires, so either live replica counts as a handover.
         holder = await _holder(api)
-        if not holders or holders[-1] != holder:
+        if holder and (not holders or holders[-1] != holder):
             holders.append(holder)
-        return holder == standby
+        return holder not in (None, leader)
 
     try:
-        await _wait("the standby to take the Lease", standby_leads, limit=90, every=0.1)
+        await _wait("another replica to take the Lease", taken_over, limit=90, every=0.1)
     except AssertionError as exc:
         raise AssertionError(f"{exc}; Lease holders seen: {holders}") from None
     real.timings["handover_s"] = time.monotonic() - started
+    real.timings["handover_to_standby"] = float(holders[-1] == standby)
     await _wait("pods bound after handover", lambda: _bound_to_kwok(api, during), limit=90)
     real.timings["handover_to_all_bound_s"] = time.monotonic() - started
     work = await core.list_namespaced_pod(WORK)
@@ -311,6 +316,7 @@ async def _story(
     await _wait("Podium's pods to go", pods_gone, limit=120)
     await _assert_uninstalled(api)
 
+    print(f"\nreal-node figures: {real.timings}")
     # Every SIGTERM ended in exit 0: the deleted leader and the pods the rollout replaced.
     terminated = {leader} | before
     await _wait("terminated pods' exit codes", lambda: _all_in(exits.codes, terminated), limit=30)
