@@ -36,7 +36,15 @@ import yaml
 from .build import HACK_DIR
 from .cluster import KUBERNETES_SERVICE_IP, SERVICE_CIDR, ControlPlane
 from .oci import ImageLayout, file_layer, write_image_layout
-from .process import ComponentError, ManagedProcess, Service, free_ports, http_get
+from .process import (
+    ComponentError,
+    ManagedProcess,
+    Service,
+    free_ports,
+    http_get,
+    register_cleanup,
+    unregister_cleanup,
+)
 
 PAUSE_IMAGE = "podium.local/pause:1"
 _CGROUP_FS = Path("/sys/fs/cgroup")
@@ -238,6 +246,8 @@ class RealNode(Service):
             raise ComponentError(reason)
         self.tools = node_tools()
         assert self.tools is not None
+        # A killed test run must not leave the bridge, mounts or cgroups behind.
+        register_cleanup(self.stop)
         self._remember_host()
         self._make_network()
         self._make_cgroups()
@@ -529,6 +539,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
 
     def stop(self) -> None:
         """Stop everything and leave the host as it was; safe to call more than once."""
+        unregister_cleanup(self.stop)
         kubelet = self._procs.pop("kubelet", None)
         if kubelet is not None:
             kubelet.stop()

@@ -173,12 +173,31 @@ class ManagedProcess:
 
 
 _LIVE: set[ManagedProcess] = set()
+_CLEANUPS: list[Callable[[], None]] = []
 _HANDLERS_LOCK = threading.Lock()
 _handlers_installed = False
 
 
+def register_cleanup(cleanup: Callable[[], None]) -> None:
+    """Run cleanup at interpreter exit or on SIGTERM/SIGHUP, before the children stop.
+
+    For state that outlives a process: mounts, cgroups, network links. Idempotent
+    cleanups only; unregister_cleanup() once it has run normally.
+    """
+    _CLEANUPS.append(cleanup)
+
+
+def unregister_cleanup(cleanup: Callable[[], None]) -> None:
+    with contextlib.suppress(ValueError):
+        _CLEANUPS.remove(cleanup)
+
+
 def stop_all() -> None:
-    """Kill every child still running; used at interpreter exit."""
+    """Run registered cleanups, then kill every child still running; used at exit."""
+    for cleanup in reversed(list(_CLEANUPS)):
+        with contextlib.suppress(Exception):
+            cleanup()
+    _CLEANUPS.clear()
     for proc in list(_LIVE):
         proc.stop(timeout=5.0)
 
