@@ -1,4 +1,5 @@
-"""A real local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler, KWOK).
+"""A real local Kubernetes control plane (etcd, kube-apiserver, kube-scheduler, KWOK),
+and a real kubelet node (RealNode).
 
 Podium's integration tests, demo and benchmark run against real binaries built
 from pinned Go modules (see build.py), never against mocks.
@@ -7,6 +8,7 @@ from pinned Go modules (see build.py), never against mocks.
 from .build import Binaries, BuildError, ensure_binaries
 from .cluster import ControlPlane
 from .kwok import KWOK_NODE_ANNOTATION, Kwok
+from .node import RealNode
 from .process import ComponentError
 from .scheduler import KubeScheduler
 
@@ -18,5 +20,6 @@ __all__ = [
     "ControlPlane",
     "KubeScheduler",
     "Kwok",
+    "RealNode",
     "ensure_binaries",
 ]

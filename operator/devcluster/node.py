@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from .build import HACK_DIR
-from .cluster import KUBERNETES_SERVICE_IP, SERVICE_CIDR, ControlPlane
+from .cluster import KUBERNETES_SERVICE_IP, SERVICE_CIDR, ControlPlane, _alive
 from .oci import ImageLayout, file_layer, write_image_layout
 from .process import (
     ComponentError,
@@ -65,6 +65,7 @@ _HOST_PATHS = (
     Path("/opt/containerd"),
 )
 _NETNS_DIR = Path("/run/netns")
+_HOST_STATE = "host-state.json"
 
 
 @dataclass(frozen=True)
@@ -199,6 +200,98 @@ def _rmdir_tree(path: Path) -> None:
         path.rmdir()
 
 
+def _kill_processes_mentioning(needle: bytes) -> None:
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if needle in cmdline:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(proc.name), 9)
+
+
+def _kill_cgroup_tree(path: Path) -> None:
+    for procs in path.rglob("cgroup.procs"):
+        with contextlib.suppress(OSError):
+            for pid in procs.read_text().split():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(int(pid), 9)
+
+
+def _delete_pod_netns(bridge: str) -> None:
+    """Delete the network namespaces whose veths hang off bridge (and so the veths)."""
+    links = subprocess.run(
+        ["ip", "-o", "-d", "link", "show", "master", bridge],
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    ids = {
+        line.split("link-netnsid ")[1].split()[0]
+        for line in links.splitlines()
+        if "link-netnsid " in line
+    }
+    listing = subprocess.run(
+        ["ip", "netns", "list"], capture_output=True, text=True, check=False
+    ).stdout
+    for line in listing.splitlines():
+        name, _, rest = line.partition(" ")
+        if rest.startswith("(id: ") and rest[5:].rstrip(")") in ids:
+            _ip("netns", "delete", name, check=False)
+
+
+def _restore_host(sysctls: dict[str, str], preexisting: set[Path]) -> None:
+    """Put back the kernel settings and remove the host paths a node created."""
+    for key, value in sysctls.items():
+        with contextlib.suppress(OSError):
+            (Path("/proc/sys") / key).write_text(value)
+    for path in _HOST_PATHS:
+        if path in preexisting or not (path.exists() or path.is_symlink()):
+            continue
+        for point in _mounts_under([path]):
+            subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _remove_stale_nodes() -> None:
+    """Remove what the RealNodes of SIGKILLed processes left behind.
+
+    Their shims and containers, mounts, work dirs, cgroups and bridges all carry the
+    creating process's pid in their names; only those of dead processes are touched.
+    """
+
+    def dead(pid: str) -> bool:
+        return pid.isdigit() and not _alive(int(pid))
+
+    for link in Path("/sys/class/net").glob("pdm*"):
+        if dead(link.name[3:]):
+            _delete_pod_netns(link.name)
+    for workdir in Path(tempfile.gettempdir()).glob("podium-node-*-*"):
+        if dead(workdir.name.split("-")[2]):
+            _kill_processes_mentioning(f"{workdir}/".encode())
+            for point in _mounts_under([workdir]):
+                subprocess.run(["umount", "-l", point], capture_output=True, check=False)
+            with contextlib.suppress(OSError, ValueError):
+                state = json.loads((workdir / _HOST_STATE).read_text())
+                _restore_host(state["sysctls"], {Path(p) for p in state["preexisting"]})
+            shutil.rmtree(workdir, ignore_errors=True)
+    for hierarchy in _CGROUP_FS.iterdir():
+        for group in hierarchy.glob("podium-node-*"):
+            if dead(group.name.rsplit("-", 1)[1]):
+                _kill_cgroup_tree(group)
+                time.sleep(0.1)
+                _rmdir_tree(group)
+    for link in Path("/sys/class/net").glob("pdm*"):
+        if dead(link.name[3:]):
+            _ip("link", "del", link.name, check=False)
+
+
 class RealNode(Service):
     """One kubelet node (Ready, runs pods) plus kube-controller-manager, beside kwok nodes.
 
@@ -224,16 +317,17 @@ class RealNode(Service):
         self.images = list(images)
         self.startup_timeout = startup_timeout
         self.address = f"{self.SUBNET_PREFIX}.1"
-        self.bridge = f"pdm{os.getpid() % 1_000_000}"
+        self.bridge = f"pdm{os.getpid()}"
         self.cgroup_root = f"/podium-node-{os.getpid()}"
         self.kubelet_port, self.kubelet_healthz_port, self.kcm_port = free_ports(3)
-        self.workdir = Path(tempfile.mkdtemp(prefix="podium-node-"))
+        self.workdir = Path(tempfile.mkdtemp(prefix=f"podium-node-{os.getpid()}-"))
         self.socket = self.workdir / "containerd" / "containerd.sock"
         self.logs = control_plane.workdir / "logs"
         self.tools: NodeTools | None = None
         self._procs: dict[str, ManagedProcess] = {}
         self._forwarder: _Forwarder | None = None
         self._sysctls: dict[str, str] = {}
+        self._sysctls_before: dict[str, str] = {}
         self._preexisting: set[Path] = set()
         self._netns_before: set[str] = set()
         self._bridge_made = False
@@ -248,6 +342,7 @@ class RealNode(Service):
         assert self.tools is not None
         # A killed test run must not leave the bridge, mounts or cgroups behind.
         register_cleanup(self.stop)
+        _remove_stale_nodes()
         self._remember_host()
         self._make_network()
         self._make_cgroups()
@@ -276,6 +371,10 @@ class RealNode(Service):
         self._netns_before = set(os.listdir(_NETNS_DIR)) if _NETNS_DIR.is_dir() else set()
         for key in _SYSCTLS:
             self._sysctls[key] = (Path("/proc/sys") / key).read_text().strip()
+        self._sysctls_before = dict(self._sysctls)
+        # Read back by _remove_stale_nodes() should this process die by SIGKILL.
+        state = {"sysctls": self._sysctls, "preexisting": sorted(map(str, self._preexisting))}
+        (self.workdir / _HOST_STATE).write_text(json.dumps(state))
 
     def _make_network(self) -> None:
         """A bridge holding the node address and the `kubernetes` Service address.
@@ -510,6 +609,7 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
             f"--config={config}",
             f"--kubeconfig={self._kubeconfig()}",
             f"--root-dir={self.workdir / 'kubelet'}",
+            f"--cert-dir={self.workdir / 'kubelet-pki'}",
             f"--hostname-override={self.name}",
             f"--node-ip={self.address}",
             "--node-labels=podium.dev/real-node=true",
@@ -558,11 +658,9 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
             _rmdir_tree(path)
         if self._bridge_made:
             self._remove_network()
-        for key, value in self._sysctls.items():
-            with contextlib.suppress(OSError):
-                (Path("/proc/sys") / key).write_text(value)
+        if self._sysctls:
+            _restore_host(self._sysctls, self._preexisting)
         self._sysctls = {}
-        self._remove_host_paths()
         # The containers' logs outlive the node, beside the other components' logs.
         with contextlib.suppress(OSError):
             shutil.copytree(self.workdir / "pod-logs", self.logs / "pods", dirs_exist_ok=True)
@@ -590,24 +688,10 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
 
     def _kill_shims(self) -> None:
         """SIGKILL any containerd shim (and so its container) still serving this node."""
-        needle = str(self.socket).encode()
-        for proc in Path("/proc").iterdir():
-            if not proc.name.isdigit():
-                continue
-            try:
-                cmdline = (proc / "cmdline").read_bytes()
-            except OSError:
-                continue
-            if b"containerd-shim" in cmdline and needle in cmdline:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(int(proc.name), 9)
+        _kill_processes_mentioning(str(self.socket).encode())
         # Container processes live in the node's cgroups; kill what is left there.
         for path in self._cgroup_dirs():
-            for procs in path.rglob("cgroup.procs"):
-                with contextlib.suppress(OSError):
-                    for pid in procs.read_text().split():
-                        with contextlib.suppress(ProcessLookupError):
-                            os.kill(int(pid), 9)
+            _kill_cgroup_tree(path)
         time.sleep(0.2)
 
     def _unmount(self) -> None:
@@ -635,17 +719,6 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         _ip("link", "del", self.bridge, check=False)
         self._bridge_made = False
 
-    def _remove_host_paths(self) -> None:
-        for path in _HOST_PATHS:
-            if path in self._preexisting or not (path.exists() or path.is_symlink()):
-                continue
-            for point in _mounts_under([path]):
-                subprocess.run(["umount", "-l", point], capture_output=True, check=False)
-            if path.is_dir() and not path.is_symlink():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
-
     def leftovers(self) -> list[str]:
         """What of this node is still on the host (empty after a clean stop()), for tests."""
         found = [f"mount {m}" for m in _mounts_under([self.workdir])]
@@ -664,4 +737,8 @@ disabled_plugins = ["io.containerd.internal.v1.tracing", "io.containerd.tracing.
         ]
         if self.workdir.exists():
             found.append(f"workdir {self.workdir}")
+        for key, value in self._sysctls_before.items():
+            now = (Path("/proc/sys") / key).read_text().strip()
+            if now != value:
+                found.append(f"sysctl {key}={now} (was {value})")
         return found
