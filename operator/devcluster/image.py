@@ -148,10 +148,25 @@ def _python_version(rootfs: Path) -> str:
 
 
 def _wheels(dest: Path) -> None:
-    _run(
-        [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(dest), str(REPO_ROOT)],
-        "pip wheel .",
-    )
+    """Wheels of Podium and its dependencies, built from a clean copy of the sources.
+
+    The copy holds what the Dockerfile copies, so a stale setuptools build/ folder
+    in the checkout can never leak old modules into the image.
+    """
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        src.mkdir()
+        for name in ("pyproject.toml", "README.md"):
+            shutil.copy2(REPO_ROOT / name, src / name)
+        shutil.copytree(
+            REPO_ROOT / "operator",
+            src / "operator",
+            ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+        )
+        _run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(dest), str(src)],
+            "pip wheel .",
+        )
 
 
 def _podium_layer(rootfs: Path, wheels: Path, dest: Path) -> None:

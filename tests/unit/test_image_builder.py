@@ -124,3 +124,16 @@ def test_oci_layout_is_consistent(tmp_path: Path, name: str, tag: str) -> None:
     with tarfile.open(fileobj=io.BytesIO(layer_bytes)) as inner:
         (member,) = inner.getmembers()
         assert (member.name, member.uid, member.mode) == ("bin/hello", 0, 0o755)
+
+
+def test_every_package_goes_into_the_wheel() -> None:
+    """The image installs Podium from its wheel: a package missing from pyproject's
+    list is missing from the image, and the pods crash at import."""
+    pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
+    listed = set(pyproject["tool"]["setuptools"]["packages"])
+    source = REPO / "operator"
+    found = {"podium"} | {
+        ".".join(("podium", *init.parent.relative_to(source).parts))
+        for init in source.rglob("__init__.py")
+    }
+    assert listed == found
