@@ -13,20 +13,25 @@ from __future__ import annotations
 import asyncio
 import enum
 import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
 import aiohttp
 import structlog
 
-from podium.kube import ApiError, KubeClient
+from podium.kube import ApiError, CredentialError, KubeClient
 from podium.objects import PodInfo
 
-__all__ = ["BindOutcome", "Binder"]
+__all__ = ["BindOutcome", "Binder", "EventRecorder"]
 
 log = structlog.get_logger("podium.binder")
 
 NOTE_LIMIT = 1024
+# Answers that prove a Binding was refused before it was applied.
+_NOT_APPLIED = frozenset({401, 403, 429})
 
 
 class BindOutcome(enum.Enum):
@@ -65,6 +70,7 @@ class Binder:
         self.semaphore = asyncio.Semaphore(max_in_flight)
         self.resolve_backoff = resolve_backoff
         self.resolve_max_backoff = resolve_max_backoff
+        self.events = EventRecorder(client, instance, backoff=resolve_backoff)
 
     async def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
         """POST pods/binding; returns the outcome and, for RETRY, why."""
@@ -80,33 +86,60 @@ class Binder:
                 await self.client.post(path, body)
                 return BindOutcome.BOUND, ""
             except ApiError as exc:
+                if exc.status in _NOT_APPLIED:
+                    # Refused before it was handled: certainly not bound. A throttled
+                    # Binding waits out the server's Retry-After before it is requeued.
+                    if exc.status == 429 and exc.retry_after:
+                        await asyncio.sleep(exc.retry_after)
+                    return BindOutcome.RETRY, str(exc)
                 # Even a 404 proves nothing by itself (a proxy or aggregator may answer
                 # it): like every other failure, it is settled by re-reading the pod.
                 error = exc
+            except CredentialError as exc:  # never sent
+                return BindOutcome.RETRY, str(exc)
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 error = exc  # type: ignore[assignment]
         outcome = await self.resolve(pod, node)
         return outcome, str(error)
 
     async def resolve(self, pod: PodInfo, node: str) -> BindOutcome:
-        """Read the pod until the server answers, and classify what happened to it."""
+        """Read the pod until the server answers, and classify what happened to it.
+
+        The reservation stands until then. A refused read (401, 403) is not retried
+        at once: the client has re-authenticated once already and reported it, so
+        the read waits the longest backoff before it tries again.
+        """
         delay = self.resolve_backoff
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        refused = False
         while True:
+            wait = delay
             try:
                 current = await self.client.get(path)
                 break
             except ApiError as exc:
                 if exc.status == 404:
                     return BindOutcome.GONE
-                log.warning(
-                    "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
-                )
+                if exc.status in (401, 403):
+                    wait = self.resolve_max_backoff
+                    if not refused:
+                        log.error(
+                            "bind_resolve_refused",
+                            pod=pod.name,
+                            namespace=pod.namespace,
+                            status=exc.status,
+                        )
+                    refused = True
+                else:
+                    wait = max(delay, exc.retry_after or 0.0)
+                    log.warning(
+                        "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
+                    )
             except (aiohttp.ClientError, TimeoutError, OSError) as exc:
                 log.warning(
                     "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
                 )
-            await asyncio.sleep(delay)
+            await asyncio.sleep(wait)
             delay = min(delay * 2, self.resolve_max_backoff)
         meta = current.get("metadata") or {}
         if meta.get("uid") != pod.uid:
@@ -147,55 +180,193 @@ class Binder:
             },
         }
         path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-        await self._retrying(self.client.patch, path, patch)
+        await _write(self.client.patch, path, patch, self.resolve_backoff)
 
     async def event(
         self, pod: PodInfo, reason: str, note: str, controller: str, kind: str = "Normal"
     ) -> None:
-        """An events.k8s.io/v1 Event about the pod, as kube-scheduler's recorder writes it."""
-        body: dict[str, Any] = {
-            "apiVersion": "events.k8s.io/v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{pod.name}.{secrets.token_hex(8)}",
-                "namespace": pod.namespace,
-            },
-            "eventTime": _micro_now(),
-            "reportingController": controller,
-            "reportingInstance": self.instance,
-            "action": "Binding" if reason == "Scheduled" else "Scheduling",
-            "reason": reason,
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-            },
-            "note": truncate(note),
-            "type": kind,
-        }
-        await self._retrying(
-            self.client.post, f"/apis/events.k8s.io/v1/namespaces/{pod.namespace}/events", body
-        )
+        """An Event about the pod; repeats of it join one Event series."""
+        await self.events.record(pod, reason, note, controller, kind)
 
-    async def _retrying(self, call: Any, path: str, body: Any, attempts: int = 3) -> None:
-        """Reporting writes are retried on their own: a lost one must not stall scheduling."""
-        delay = self.resolve_backoff
-        for attempt in range(1, attempts + 1):
-            try:
-                await call(path, body)
-                return
-            except ApiError as exc:
-                if exc.status == 409:  # the object changed meanwhile: this report is stale
-                    log.info("report_stale", path=path)
-                    return
-                if exc.status in (404, 422) or attempt == attempts:
-                    log.warning("report_failed", path=path, error=str(exc), attempt=attempt)
-                    return
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-                if attempt == attempts:
-                    log.warning("report_failed", path=path, error=str(exc), attempt=attempt)
-                    return
-            await asyncio.sleep(delay)
-            delay *= 2
+
+async def _write(call: Any, path: str, body: Any, backoff: float, attempts: int = 3) -> int | None:
+    """One reporting write, retried on its own: a lost one must not stall scheduling.
+
+    Returns None once written, else the status of the last answer (0 if none). A
+    409 means the object changed meanwhile and the report is stale; 401, 403,
+    404 and 422 would only be refused again, and are not retried.
+    """
+    delay = backoff
+    status = 0
+    for attempt in range(1, attempts + 1):
+        wait = delay
+        try:
+            await call(path, body)
+            return None
+        except ApiError as exc:
+            status = exc.status
+            if exc.status == 409:
+                log.info("report_stale", path=path)
+                return status
+            if exc.status in (401, 403, 404, 422) or attempt == attempts:
+                log.warning("report_failed", path=path, error=str(exc), attempt=attempt)
+                return status
+            wait = max(delay, exc.retry_after or 0.0)
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            status = 0
+            if attempt == attempts:
+                log.warning("report_failed", path=path, error=str(exc), attempt=attempt)
+                return status
+        await asyncio.sleep(wait)
+        delay *= 2
+    return status
+
+
+@dataclass(slots=True)
+class _Recorded:
+    """An Event as first written, and how often it has happened since."""
+
+    body: dict[str, Any]
+    first: float
+    last: float
+    count: int = 1
+    last_observed: str = ""
+
+
+class EventRecorder:
+    """events.k8s.io/v1 Events with client-go's series, as kube-scheduler records them.
+
+    client-go's events/v1 broadcaster (tools/events): the first occurrence is
+    POSTed; the second turns the Event into a series and PATCHes
+    ``series: {count: 2, lastObservedTime}``; later ones only count in memory.
+    Every ``refresh`` (30 min) each open series is PATCHed with its count, and a
+    series idle for ``finish`` (6 min) gets a last PATCH and is forgotten, as is
+    a single Event that old. A PATCH answered 404 (the Event expired) POSTs it
+    again, series included.
+
+    Occurrences are the same when type, action, reason, reporting controller and
+    instance and the regarding object agree. The regarding reference carries
+    the pod's resourceVersion, as kube-scheduler's does, so a pod whose
+    PodScheduled condition changed starts a new Event. The note is part of the
+    key too: a new message is never hidden in an old Event's series, even when
+    the condition patch that changes the resourceVersion was lost.
+    """
+
+    def __init__(
+        self,
+        client: KubeClient,
+        instance: str,
+        *,
+        backoff: float = 0.2,
+        finish: float = 360.0,
+        refresh: float = 1800.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.client = client
+        self.instance = instance
+        self.backoff = backoff
+        self.finish_after = finish
+        self.refresh_every = refresh
+        self.clock = clock
+        self.cache: dict[tuple[str, ...], _Recorded] = {}
+
+    def _count(self, action: str) -> None:
+        if self.client.metrics is not None:
+            self.client.metrics.events.labels(action).inc()
+
+    async def record(
+        self, pod: PodInfo, reason: str, note: str, controller: str, kind: str = "Normal"
+    ) -> None:
+        regarding = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "namespace": pod.namespace,
+            "name": pod.name,
+            "uid": pod.uid,
+        }
+        if pod.resource_version:
+            regarding["resourceVersion"] = pod.resource_version
+        action = "Binding" if reason == "Scheduled" else "Scheduling"
+        note = truncate(note)
+        key = (
+            kind,
+            action,
+            reason,
+            controller,
+            self.instance,
+            *(regarding.get(k, "") for k in ("namespace", "name", "uid", "resourceVersion")),
+            note,
+        )
+        now = self.clock()
+        seen = self.cache.get(key)
+        if seen is None:
+            body: dict[str, Any] = {
+                "apiVersion": "events.k8s.io/v1",
+                "kind": "Event",
+                "metadata": {
+                    "name": f"{pod.name}.{secrets.token_hex(8)}",
+                    "namespace": pod.namespace,
+                },
+                "eventTime": _micro_now(),
+                "reportingController": controller,
+                "reportingInstance": self.instance,
+                "action": action,
+                "reason": reason,
+                "regarding": regarding,
+                "note": note,
+                "type": kind,
+            }
+            self.cache[key] = _Recorded(body, now, now)
+            self._count("create")
+            await _write(self.client.post, self._collection(body), body, self.backoff)
+            return
+        seen.count += 1
+        seen.last = now
+        seen.last_observed = _micro_now()
+        if seen.count > 2:  # already a series: written on refresh and when it finishes
+            self._count("aggregate")
+            return
+        await self._write_series(seen)
+
+    @staticmethod
+    def _collection(body: dict[str, Any]) -> str:
+        return f"/apis/events.k8s.io/v1/namespaces/{body['metadata']['namespace']}/events"
+
+    async def _write_series(self, seen: _Recorded) -> int | None:
+        self._count("patch")
+        series = {"count": seen.count, "lastObservedTime": seen.last_observed}
+        path = f"{self._collection(seen.body)}/{seen.body['metadata']['name']}"
+        status = await _write(self.client.patch, path, {"series": series}, self.backoff)
+        if status == 404:  # expired or never written: create it, series and all
+            status = await _write(
+                self.client.post, self._collection(seen.body), {**seen.body, "series": series}, 0
+            )
+        if status == 409:  # created meanwhile by the first write: patch that one
+            status = await _write(self.client.patch, path, {"series": series}, self.backoff)
+        return status
+
+    async def finish(self) -> None:
+        """Close series idle for ``finish`` seconds; forget single Events that old."""
+        horizon = self.clock() - self.finish_after
+        for key, seen in list(self.cache.items()):
+            if seen.last >= horizon:
+                continue
+            if seen.count > 1:
+                await self._write_series(seen)
+            self.cache.pop(key, None)
+
+    async def refresh(self) -> None:
+        """PATCH every open series with its current count."""
+        for seen in list(self.cache.values()):
+            if seen.count > 1:
+                await self._write_series(seen)
+
+    async def run(self) -> None:
+        """finish() every ``finish`` seconds and refresh() every ``refresh``, until cancelled."""
+        next_refresh = self.clock() + self.refresh_every
+        while True:
+            await asyncio.sleep(self.finish_after)
+            await self.finish()
+            if self.clock() >= next_refresh:
+                await self.refresh()
+                next_refresh = self.clock() + self.refresh_every

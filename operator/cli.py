@@ -37,6 +37,26 @@ def _port(value: str) -> int:
     return number
 
 
+def _non_negative(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}") from exc
+    if not number >= 0 or number == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
+    return number
+
+
+def _count(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}") from exc
+    if number < 0:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
+    return number
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="podium", description="A Kubernetes pod scheduler.")
     parser.add_argument("--version", action="version", version=f"podium {version('podium')}")
@@ -55,6 +75,19 @@ def build_parser() -> argparse.ArgumentParser:
         help="seconds before a watch is re-established",
     )
     run.add_argument("--max-binds-in-flight", type=_positive, default=256)
+    run.add_argument(
+        "--kube-api-qps",
+        type=_non_negative,
+        default=0.0,
+        help="client-side requests per second to the API server, in each of three budgets "
+        "(Bindings; pod status and Events; the rest); 0 (default): no limit",
+    )
+    run.add_argument(
+        "--kube-api-burst",
+        type=_count,
+        default=0,
+        help="requests a budget may send at once above --kube-api-qps (default: twice the QPS)",
+    )
     run.add_argument(
         "--leader-elect",
         action="store_true",
@@ -187,6 +220,8 @@ def _run(args: argparse.Namespace) -> int:
         max_binds_in_flight=args.max_binds_in_flight,
         leader_election=lease,
         preemption=not args.disable_preemption,
+        kube_api_qps=args.kube_api_qps,
+        kube_api_burst=args.kube_api_burst,
     )
 
     tune_gc()

@@ -101,3 +101,34 @@ class Metrics:
             registry=r,
         )
         self.leader = Gauge("podium_leader", "1 while this replica holds the lease.", registry=r)
+        # The API client: rate limits, Retry-After, credentials, Event series.
+        self.rate_limited = Histogram(
+            "podium_client_rate_limiter_duration_seconds",
+            "Time requests waited for the client-side rate limit, by budget.",
+            ["budget"],
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.retry_after = Counter(
+            "podium_client_retry_after_total",
+            "Requests sent again after a 429 or 5xx answer's Retry-After, by status code.",
+            ["code"],
+            registry=r,
+        )
+        self.reauthentications = Counter(
+            "podium_client_reauthentications_total",
+            "Requests answered 401 and sent once more with a freshly read token.",
+            registry=r,
+        )
+        self.auth_failures = Counter(
+            "podium_client_auth_failures_total",
+            "Requests refused with 401 (after one re-authentication) or 403, by status code.",
+            ["code"],
+            registry=r,
+        )
+        self.events = Counter(
+            "podium_events_total",
+            "Events recorded: created, patched (an Event series), or only counted in a series.",
+            ["action"],
+            registry=r,
+        )

@@ -7,12 +7,16 @@ import contextlib
 import itertools
 import logging
 import os
+import signal
 import socket
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import kopf
 import structlog
 from aiohttp import web
@@ -24,7 +28,7 @@ from podium.handlers import (
     register_policies,
     register_watches,
 )
-from podium.kube import Credentials, KubeClient, load_credentials
+from podium.kube import ApiError, KubeClient, load_credentials
 from podium.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
 from podium.policy import default_profile
@@ -52,6 +56,9 @@ class RunOptions:
     )
     preemption: bool = True
     leader_election: LeaseSettings | None = None
+    # Client-side rate limit per budget (Bindings; status and Events; the rest); 0: none.
+    kube_api_qps: float = 0.0
+    kube_api_burst: int = 0
 
 
 class _NoDiffBase(kopf.DiffBaseStorage):
@@ -101,21 +108,63 @@ class _NoProgress(kopf.ProgressStorage):
         return essence
 
 
-def build_registry(
-    scheduler: PodiumScheduler, client: KubeClient, creds: Credentials, options: RunOptions
-) -> kopf.OperatorRegistry:
-    registry = kopf.OperatorRegistry()
+# Seconds between checks of a token the server keeps refusing.
+_LOGIN_PACE = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
-    @kopf.on.login(registry=registry)
-    def login(**_: Any) -> kopf.ConnectionInfo:
+
+class KopfLogin:
+    """kopf's login handler: fresh credentials on every call, checked before use.
+
+    kopf calls it at start, again after any 401, and when the token it holds
+    expires (an exec plugin's ``expirationTimestamp``). It never takes back a
+    ConnectionInfo it has seen refused, and re-calls login at once when it runs
+    out, so the handler re-reads the token (client-go's ResetTokenOlderThan:
+    unless it was read since kopf got it) and asks the server whether it is
+    accepted. While it is refused, the KubeClient reports it (readiness,
+    ``podium_client_auth_failures_total``, a ``credentials_rejected`` log line)
+    and the check is repeated at a slowing pace instead of kopf looping on 401s.
+    """
+
+    def __init__(self, client: KubeClient, pace: tuple[float, ...] = _LOGIN_PACE) -> None:
+        self.client = client
+        self.pace = pace
+        self.handed_at: float | None = None
+
+    async def __call__(self, **_: Any) -> kopf.ConnectionInfo:
+        creds = self.client.creds
+        if creds.tokens is not None and self.handed_at is not None:
+            creds.tokens.reset(self.handed_at)
+        for delay in itertools.chain(self.pace, itertools.repeat(self.pace[-1])):
+            try:
+                await self.client.get("/version")
+                break
+            except ApiError as exc:
+                if exc.status != 401:
+                    break
+            except (aiohttp.ClientError, TimeoutError, OSError):
+                break  # not an answer about credentials: kopf retries connections itself
+            await asyncio.sleep(delay)
+        self.handed_at = time.monotonic()
         return kopf.ConnectionInfo(
             server=creds.server,
             ca_path=creds.ca_path,
             insecure=creds.insecure,
-            token=creds.token,
+            token=await creds.current_token(),
             certificate_path=creds.cert_path,
             private_key_path=creds.key_path,
+            expiration=creds.tokens.expires_at if creds.tokens is not None else None,
         )
+
+
+def build_registry(
+    scheduler: PodiumScheduler, client: KubeClient, options: RunOptions
+) -> kopf.OperatorRegistry:
+    registry = kopf.OperatorRegistry()
+    fresh = KopfLogin(client)
+
+    @kopf.on.login(registry=registry, id="login")
+    async def login(**kwargs: Any) -> kopf.ConnectionInfo:
+        return await fresh(**kwargs)
 
     @kopf.on.startup(registry=registry)
     def configure(settings: kopf.OperatorSettings, **_: Any) -> None:
@@ -137,7 +186,7 @@ def build_registry(
 
 
 async def _serve_http(
-    options: RunOptions, metrics: Metrics, ready: asyncio.Event
+    options: RunOptions, metrics: Metrics, ready: asyncio.Event, client: KubeClient
 ) -> web.AppRunner | None:
     if not options.metrics_port:
         return None
@@ -150,9 +199,11 @@ async def _serve_http(
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
-        return (
-            web.Response(text="ok") if ready.is_set() else web.Response(status=503, text="starting")
-        )
+        if not ready.is_set():
+            return web.Response(status=503, text="starting")
+        if client.unauthenticated:
+            return web.Response(status=503, text="credentials rejected (401)")
+        return web.Response(text="ok")
 
     app = web.Application()
     app.router.add_get("/metrics", metrics_view)
@@ -167,23 +218,46 @@ async def _serve_http(
 async def _lead(scheduler: PodiumScheduler, client: KubeClient, options: RunOptions) -> None:
     assert options.leader_election is not None
     elector = LeaderElector(client, options.instance, options.leader_election)
-    await elector.acquire()
-    scheduler.metrics.leader.set(1)
-    scheduler.active.set()
     try:
+        await elector.acquire()
+        scheduler.metrics.leader.set(1)
+        scheduler.active.set()
         await elector.hold()
     except LostLeadership:
         scheduler.active.clear()
         scheduler.metrics.leader.set(0)
         log.error("leadership_lost", lease=options.leader_election.name)
         raise
+    except asyncio.CancelledError:  # a clean stop: hand the Lease over at once
+        scheduler.active.clear()
+        scheduler.metrics.leader.set(0)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(options.leader_election.renew_deadline):
+                await elector.release()
+        raise
+
+
+def _own_signals(stop: asyncio.Event) -> None:
+    """SIGINT and SIGTERM set ``stop``, replacing the handlers kopf installs, so that
+    a signal ends Podium the same way as a caller's stop: cleanly, with exit code 0."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
 
 
 async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -> int:
-    """Run until ``stop`` is set or a fatal error; returns the process exit code."""
+    """Run until ``stop`` is set, SIGINT or SIGTERM (exit code 0) or a fatal error (1)."""
     creds = await load_credentials(options.kubeconfig, options.context)
-    client = KubeClient(creds, pool_size=max(16, options.max_binds_in_flight))
     metrics = Metrics()
+    client = KubeClient(
+        creds,
+        pool_size=max(16, options.max_binds_in_flight),
+        qps=options.kube_api_qps,
+        burst=options.kube_api_burst,
+        metrics=metrics,
+    )
     binder = Binder(client, options.instance, max_in_flight=options.max_binds_in_flight)
     loaded = load_entry_points()
     if loaded:
@@ -195,42 +269,51 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         {options.scheduler_name: builtin},
         metrics,
     )
-    registry = build_registry(scheduler, client, creds, options)
+    registry = build_registry(scheduler, client, options)
     await scheduler.prime(client)
     ready = asyncio.Event()
     stop_flag = stop or asyncio.Event()
-    runner = await _serve_http(options, metrics, ready)
+    runner = await _serve_http(options, metrics, ready, client)
     logging.getLogger("kopf.activities.startup").setLevel(logging.WARNING)
-    operator = asyncio.create_task(
-        kopf.operator(
-            registry=registry,
-            clusterwide=True,
-            standalone=True,
-            stop_flag=stop_flag,
-            ready_flag=ready,
-        )
-    )
-    core = asyncio.create_task(scheduler.run())
-    tasks = {operator, core}
+    core = asyncio.create_task(scheduler.run(), name="scheduler")
+    tasks = {core}
     if options.leader_election is not None:
         scheduler.active.clear()  # a standby keeps its cache warm but never binds
-        tasks.add(asyncio.create_task(_lead(scheduler, client, options)))
+        tasks.add(asyncio.create_task(_lead(scheduler, client, options), name="leader-election"))
+    events = asyncio.create_task(binder.events.run())
+    stopping = asyncio.create_task(stop_flag.wait())
+    # kopf cancels, on its way out, every task created after it started; Podium's
+    # own tasks are stopped here instead, in order, before kopf finishes.
+    ours = asyncio.all_tasks()
+    operator_tasks = await kopf.spawn_tasks(
+        registry=registry,
+        clusterwide=True,
+        standalone=True,
+        stop_flag=stop_flag,
+        ready_flag=ready,
+    )
+    _own_signals(stop_flag)
+    operator = asyncio.create_task(kopf.run_tasks(operator_tasks, ignored=ours), name="kopf")
     log.info("podium_started", scheduler_name=options.scheduler_name, server=creds.server)
     try:
-        done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        done, _ = await asyncio.wait(
+            {*tasks, operator, stopping}, return_when=asyncio.FIRST_COMPLETED
+        )
+        if stop_flag.is_set():
+            log.info("podium_stopping")
+            return 0
         for task in done:
-            if task.exception() is not None:
-                log.error("podium_stopped", error=repr(task.exception()))
-                return 1
-        return 0
+            error = "cancelled" if task.cancelled() else repr(task.exception())
+            log.error("podium_stopped", task=task.get_name(), error=error)
+        return 1
     finally:
         stop_flag.set()
-        for task in tasks - {operator}:
+        for task in (*tasks, events, stopping):
             task.cancel()
+        # The Lease is released (a clean stop) before kopf and the client go.
+        await asyncio.wait({*tasks, events, stopping}, timeout=15)
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(operator, timeout=10)
-        with contextlib.suppress(BaseException):
-            await core
         await client.close()
         if runner is not None:
             await runner.cleanup()
