@@ -20,13 +20,14 @@ controlplane: $(STAMP)
 	$(PY) -m podium.devcluster build
 
 demo: controlplane
-	$(PY) -m podium demo
+	$(PY) -m podium.devcluster demo
 
 SOURCES := $(wildcard operator tests bench)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
+	$(VENV)/bin/lint-imports
 
 typecheck: $(STAMP)
 	mkdir -p .mypy-src && ln -sfn ../operator .mypy-src/podium

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from podium.kube import Credentials, load_credentials, ssl_context
+from podium.kube.credentials import Credentials, load_credentials, ssl_context
 
 __all__ = ["Api", "ApiFailure", "request_key"]
 

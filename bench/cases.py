@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import yaml
 
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 __all__ = [
     "BENCH_LABEL",

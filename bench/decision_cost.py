@@ -22,9 +22,9 @@ import structlog
 
 from podium.framework.cycle import Scheduler
 from podium.framework.decision import EVENT, build_record
-from podium.logs import configure_logging
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import default_profile
+from podium.runtime.logs import configure_logging
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 from podium.tools.generate import generate_cluster

@@ -29,7 +29,7 @@ from kubernetes_asyncio import client
 from podium.devcluster import ControlPlane, ensure_binaries
 from podium.devcluster.objects import create_nodes
 from podium.framework.decision import read_records
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 CRD = Path(__file__).parents[1] / "charts" / "podium" / "crds" / "schedulerpolicies.podium.dev.yaml"
 GROUP, VERSION, PLURAL = "podium.dev", "v1alpha1", "schedulerpolicies"

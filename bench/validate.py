@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.pod_resources import pod_resources
+from podium.kube.resources import pod_resources
 
 __all__ = ["Check", "check_placements", "node_selector_matches", "parse_quantity"]
 

@@ -23,7 +23,7 @@ from podium.framework.plugin import (
     ScorePlugin,
 )
 from podium.framework.profile import Profile
-from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import PolicyError, build_profile, default_profile
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot

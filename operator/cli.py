@@ -118,9 +118,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     policy_test.add_argument("directory", metavar="DIR", help="folder of *.yaml fixtures")
     policy_test.add_argument("--policy", metavar="FILE", help="default: kube-scheduler's profile")
-    demo = sub.add_parser("demo", help="start a local control plane and watch Podium bind pods")
-    demo.add_argument("--pods", type=_positive, default=12)
-    demo.add_argument("--nodes", type=_positive, default=3)
 
     explain = sub.add_parser(
         "explain", help="why a pod would go (or not go) to each node; read-only"
@@ -190,10 +187,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from podium.gctune import tune_gc
-    from podium.leader import LeaseSettings
-    from podium.logs import configure_logging
-    from podium.runtime import RunOptions, run_operator
+    from podium.kube.leader import LeaseSettings
+    from podium.runtime.gctune import tune_gc
+    from podium.runtime.logs import configure_logging
+    from podium.runtime.wiring import RunOptions, run_operator
 
     if args.leader_elect and not args.retry_period < args.renew_deadline < args.lease_duration:
         print("podium: need --retry-period < --renew-deadline < --lease-duration", file=sys.stderr)
@@ -287,10 +284,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "plugins":
             return _plugins()
-        if args.command == "demo":
-            from podium.demo import run_demo
-
-            return run_demo(nodes=args.nodes, pods=args.pods)
         if args.command == "explain":
             from podium.tools.explain import run_explain
 

@@ -28,11 +28,11 @@ from podium.framework.plugin import (
     ScorePlugin,
 )
 from podium.framework.registry import register
-from podium.objects import PodInfo, normalize_image
+from podium.kube.objects import PodInfo, normalize_image
 from podium.state.rows import RowTracker, same_object, snapshot_cache
 
 if TYPE_CHECKING:
-    from podium.objects import NodeInfo
+    from podium.kube.objects import NodeInfo
     from podium.state.snapshot import Snapshot
 
 MB = 1024 * 1024

@@ -44,11 +44,11 @@ from podium.framework.plugin import (
     ScorePlugin,
 )
 from podium.framework.registry import register
-from podium.labels import EXISTS, IN, NOTHING, Selector, parse_label_selector
+from podium.kube.labels import EXISTS, IN, NOTHING, Selector, parse_label_selector
 from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
-    from podium.objects import PodInfo
+    from podium.kube.objects import PodInfo
     from podium.state.snapshot import Snapshot
 
 REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"

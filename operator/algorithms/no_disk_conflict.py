@@ -24,7 +24,7 @@ from podium.framework.registry import register
 from podium.state.rows import RowTracker, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
-    from podium.objects import PodInfo
+    from podium.kube.objects import PodInfo
     from podium.state.snapshot import Snapshot
 
 REASON = "node(s) had no available disk"

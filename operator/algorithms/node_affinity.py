@@ -1,6 +1,6 @@
 """NodeAffinity: nodeSelector and required node affinity filter; preferred terms score.
 
-Matching follows component-helpers ``nodeaffinity`` (``podium.labels``):
+Matching follows component-helpers ``nodeaffinity`` (``podium.kube.labels``):
 nodeSelector entries must all equal the node's labels; required terms are
 ORed, the expressions and fields inside a term ANDed; an empty term (no
 expressions, no fields) is dropped and so selects nothing; a term that does
@@ -28,7 +28,7 @@ from podium.framework.plugin import (
     default_normalize,
 )
 from podium.framework.registry import register
-from podium.labels import (
+from podium.kube.labels import (
     IN,
     NAME_FIELD,
     NodeTerm,
@@ -41,7 +41,7 @@ from podium.labels import (
 from podium.state.rows import requirement_mask, term_mask, terms_mask
 
 if TYPE_CHECKING:
-    from podium.objects import NodeInfo
+    from podium.kube.objects import NodeInfo
     from podium.state.snapshot import Snapshot
 
 REASON = "node(s) didn't match Pod's node affinity/selector"

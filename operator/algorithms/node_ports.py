@@ -15,7 +15,7 @@ import numpy as np
 
 from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
 from podium.framework.registry import register
-from podium.objects import HostPort
+from podium.kube.objects import HostPort
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"

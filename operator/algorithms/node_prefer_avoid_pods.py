@@ -30,7 +30,7 @@ from podium.framework.registry import register
 from podium.state.rows import RowTracker, same_object, snapshot_cache
 
 if TYPE_CHECKING:
-    from podium.objects import NodeInfo, PodInfo
+    from podium.kube.objects import NodeInfo, PodInfo
     from podium.state.snapshot import Snapshot
 
 ANNOTATION = "scheduler.alpha.kubernetes.io/preferAvoidPods"

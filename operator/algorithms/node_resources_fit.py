@@ -1,6 +1,6 @@
 """NodeResourcesFit: requests must fit in free allocatable; scoring strategies.
 
-Requests come from ``podium.pod_resources`` (pod-level resources, sidecars,
+Requests come from ``podium.kube.resources`` (pod-level resources, sidecars,
 overhead, and for bound pods the resize status). Scoring follows
 ``resourceAllocationScorer``: cpu and memory count containers without a
 request as 100m / 200Mi where pod-level requests leave them open, and scalar
@@ -25,7 +25,7 @@ from podium.framework.plugin import (
     ScorePlugin,
 )
 from podium.framework.registry import register
-from podium.pod_resources import is_extended_resource, is_scalar_resource
+from podium.kube.resource_names import is_extended_resource, is_scalar_resource
 
 TOO_MANY_PODS = "Too many pods"
 DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
 from podium.framework.registry import register
-from podium.objects import Taint
+from podium.kube.objects import Taint
 
 REASON = "node(s) were unschedulable"
 _CORDON = Taint("node.kubernetes.io/unschedulable", "", "NoSchedule")

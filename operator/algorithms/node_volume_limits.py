@@ -21,7 +21,7 @@ from podium.framework.plugin import (
     Rejection,
 )
 from podium.framework.registry import register
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 from podium.state.volumes import VolumeStore, pod_claims
 
 __all__ = ["REASON", "NodeVolumeLimits", "csi_volumes"]

@@ -44,12 +44,12 @@ from podium.framework.plugin import (
     ScorePlugin,
 )
 from podium.framework.registry import register
-from podium.labels import Selector, parse_label_selector, selector_from_set
-from podium.objects import Taint
+from podium.kube.labels import Selector, parse_label_selector, selector_from_set
+from podium.kube.objects import Taint
 from podium.state.rows import LabelCodes, label_codes
 
 if TYPE_CHECKING:
-    from podium.objects import PodInfo
+    from podium.kube.objects import PodInfo
     from podium.state.selectors import SelectorStore
 
 REASON = "node(s) didn't match pod topology spread constraints"

@@ -15,7 +15,7 @@ from podium.framework.plugin import (
     default_normalize,
 )
 from podium.framework.registry import register
-from podium.objects import Taint, Toleration
+from podium.kube.objects import Taint, Toleration
 
 REASON = "node(s) had untolerated taint(s)"
 _HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})

@@ -40,7 +40,7 @@ from podium.framework.plugin import (
 )
 from podium.framework.profile import Profile
 from podium.framework.registry import register
-from podium.objects import NodeInfo, PodInfo
+from podium.kube.objects import NodeInfo, PodInfo
 from podium.state.volumes import (
     SELECTED_NODE,
     PersistentVolume,

@@ -1,4 +1,4 @@
-"""`python -m podium.devcluster {build,which,up}`: build the binaries or run a local cluster."""
+"""`python -m podium.devcluster {build,which,up,demo}`: binaries, a local cluster, the demo."""
 
 from __future__ import annotations
 
@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--perf", action="store_true", help="lift inflight limits, disable APF")
     up.add_argument("--audit", action="store_true", help="write an audit log of writes")
     up.add_argument("--kwok", action="store_true", help="also run KWOK as fake kubelets")
+    demo = sub.add_parser("demo", help="start a local control plane and watch Podium bind pods")
+    demo.add_argument("--pods", type=int, default=12)
+    demo.add_argument("--nodes", type=int, default=3)
     return parser
 
 
@@ -84,6 +87,10 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{name}: {_path_of(binaries, name)}")
         elif args.command == "which":
             print(_path_of(ensure_binaries(), args.name))
+        elif args.command == "demo":
+            from .demo import run_demo  # imports the whole scheduler; only the demo needs it
+
+            return run_demo(nodes=args.nodes, pods=args.pods)
         else:
             _up(args)
     except (BuildError, ComponentError) as exc:

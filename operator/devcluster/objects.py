@@ -1,6 +1,6 @@
 """Small async helpers for tests, the demo and the benchmark.
 
-They send the plain dicts that ``podium.manifests`` builds, through a
+They send the plain dicts that ``podium.kube.manifests`` builds, through a
 kubernetes_asyncio ApiClient, which sends such dicts as-is (its stubs ask for
 model objects, hence the casts).
 """

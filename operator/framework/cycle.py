@@ -17,7 +17,7 @@ import numpy as np
 
 from podium.framework.plugin import Cycle, IndexArray, IntArray
 from podium.framework.profile import Profile
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 from podium.state.snapshot import RowBackup, Snapshot
 
 __all__ = [

@@ -19,7 +19,7 @@ import numpy as np
 
 from podium.framework.cycle import Placement
 from podium.framework.profile import Profile
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 from podium.state.snapshot import Snapshot
 
 __all__ = [

@@ -20,7 +20,7 @@ import numpy as np
 from podium.state.arrays import IndexArray, IntArray, MaskArray
 
 if TYPE_CHECKING:
-    from podium.objects import PodInfo
+    from podium.kube.objects import PodInfo
     from podium.state.snapshot import Snapshot
 
 __all__ = [

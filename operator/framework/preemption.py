@@ -37,8 +37,8 @@ import numpy as np
 from podium.framework.cycle import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
 from podium.framework.plugin import Cycle
 from podium.framework.profile import Profile
-from podium.objects import PodInfo
-from podium.pdb import Pdb
+from podium.kube.objects import PodInfo
+from podium.kube.pdb import Pdb
 from podium.state.snapshot import Snapshot
 
 __all__ = [

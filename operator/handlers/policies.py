@@ -8,7 +8,7 @@ from typing import Any
 import kopf
 import structlog
 
-from podium.kube import ApiError, KubeClient
+from podium.kube.client import ApiError, KubeClient
 from podium.policy import GROUP, PLURAL, VERSION, PolicyError, build_profile, default_profile
 from podium.scheduling.scheduler import PodiumScheduler
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 
 __all__ = ["Nominator"]
 

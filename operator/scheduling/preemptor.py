@@ -13,9 +13,9 @@ from datetime import UTC, datetime
 import structlog
 
 from podium.framework.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Candidate
-from podium.kube import ApiError, KubeClient
-from podium.objects import PodInfo
-from podium.pdb import Pdb
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.objects import PodInfo
+from podium.kube.pdb import Pdb
 
 __all__ = ["actuate", "preempt_victim", "set_nominated_node"]
 

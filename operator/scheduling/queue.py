@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from podium.framework.plugin import ClusterEvent
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 
 __all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue"]
 

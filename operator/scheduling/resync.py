@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from podium.kube import KubeClient
+from podium.kube.client import KubeClient
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.volumes import KINDS as VOLUME_KINDS
 

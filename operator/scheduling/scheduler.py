@@ -19,17 +19,17 @@ from typing import Any
 import structlog
 
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
-from podium.binder import Binder, BindOutcome
 from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
 from podium.framework.plugin import ClusterEvent
 from podium.framework.preemption import evaluate
 from podium.framework.profile import Profile
-from podium.kube import ApiError, KubeClient
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.kube.pdb import Pdb, parse_pdb
+from podium.kube.resources import requests_decreased
 from podium.metrics import Metrics
-from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
-from podium.pdb import Pdb, parse_pdb
-from podium.pod_resources import requests_decreased
+from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.preemptor import actuate, set_nominated_node
 from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue

@@ -28,7 +28,7 @@ import structlog
 from podium.framework.cycle import Nominated, Scheduler
 from podium.framework.decision import EVENT, build_record
 from podium.framework.profile import Profile
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 

@@ -32,8 +32,8 @@ from typing import Any
 import structlog
 
 from podium.algorithms.volume_binding import VolumePlan
-from podium.kube import ApiError, KubeClient
-from podium.objects import PodInfo
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.objects import PodInfo
 from podium.state.volumes import (
     BIND_COMPLETED,
     BOUND_BY_CONTROLLER,

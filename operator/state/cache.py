@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from podium.objects import HostPort, NodeInfo, PodInfo
+from podium.kube.objects import HostPort, NodeInfo, PodInfo
 
 __all__ = ["Cache", "CacheError", "NodeState", "PodState"]
 

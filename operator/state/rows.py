@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from podium.labels import IN, NAME_FIELD, NodeTerm, Requirement
+from podium.kube.labels import IN, NAME_FIELD, NodeTerm, Requirement
 from podium.state.arrays import IntArray, MaskArray
 
 if TYPE_CHECKING:

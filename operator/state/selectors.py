@@ -14,10 +14,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from podium.labels import NOTHING, Requirement, Selector, parse_label_selector, selector_from_set
+from podium.kube.labels import (
+    NOTHING,
+    Requirement,
+    Selector,
+    parse_label_selector,
+    selector_from_set,
+)
 
 if TYPE_CHECKING:
-    from podium.objects import PodInfo
+    from podium.kube.objects import PodInfo
 
 __all__ = [
     "KINDS",

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from podium.objects import HostPort, NodeInfo, PodInfo
+from podium.kube.objects import HostPort, NodeInfo, PodInfo
 from podium.state.arrays import IndexArray, IntArray, MaskArray
 from podium.state.cache import Cache, NodeState
 from podium.state.selectors import SelectorStore

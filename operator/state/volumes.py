@@ -14,11 +14,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from podium.labels import NodeTerm, Selector, parse_label_selector, parse_node_terms
-from podium.quantity import QuantityError, to_int
+from podium.kube.labels import NodeTerm, Selector, parse_label_selector, parse_node_terms
+from podium.kube.quantity import QuantityError, to_int
 
 if TYPE_CHECKING:
-    from podium.objects import PodInfo
+    from podium.kube.objects import PodInfo
 
 __all__ = [
     "KINDS",

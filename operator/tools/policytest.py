@@ -35,8 +35,8 @@ import yaml
 from podium.framework.cycle import Scheduler
 from podium.framework.preemption import post_filter
 from podium.framework.profile import Profile
-from podium.manifests import make_node, make_pod
-from podium.objects import parse_node, parse_pod
+from podium.kube.manifests import make_node, make_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import default_profile
 from podium.state.snapshot import build_snapshot
 from podium.tools.inputs import InputError, load_policy

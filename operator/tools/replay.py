@@ -26,7 +26,7 @@ from typing import Any
 from podium.framework.cycle import Scheduler
 from podium.framework.decision import read_records
 from podium.framework.profile import Profile
-from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.state.snapshot import build_snapshot
 from podium.tools.inputs import InputError, load_objects, load_policy
 from podium.tools.shadowreport import final_decisions

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.tools.generate import generate_cluster
 from podium.tools.inputs import ClusterObjects, InputError, load_objects, load_policy
 from podium.tools.report import check_available, write_report

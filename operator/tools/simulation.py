@@ -22,10 +22,10 @@ import numpy as np
 from podium.algorithms.volume_binding import plan_volumes, volume_binding
 from podium.framework.cycle import Scheduler, schedule
 from podium.framework.profile import Profile
-from podium.objects import NodeInfo, PodInfo, parse_pod
-from podium.pod_resources import describe_requests
+from podium.kube.objects import NodeInfo, PodInfo, parse_pod
 from podium.state.snapshot import Snapshot, build_snapshot
 from podium.state.volumes import pod_claims
+from podium.tools.requests_text import describe_requests
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 

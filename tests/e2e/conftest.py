@@ -107,9 +107,16 @@ async def podium(
         return proc
 
     yield start
+    unclean = []
     for proc in started:
         if proc.process.poll() is None:
+            # A Deployment stops Podium with SIGTERM on every rollout: that must be a
+            # clean exit (0, no traceback), as the README promises.
             proc.kill(signal.SIGTERM)
+            if proc.process.returncode != 0:
+                tail = "\n".join(proc.log_lines()[-20:])
+                unclean.append(f"exit {proc.process.returncode} on SIGTERM:\n{tail}")
+    assert not unclean, "\n\n".join(unclean)
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -29,7 +29,8 @@ import yaml
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
-from podium.kube import ApiError, KubeClient, load_credentials
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.credentials import load_credentials
 from tests.e2e.test_scheduling import all_pods_and_nodes, overcommitted, pods_in
 
 __all__ = [

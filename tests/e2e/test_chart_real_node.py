@@ -33,7 +33,7 @@ from podium.devcluster import KWOK_NODE_ANNOTATION, Binaries, ControlPlane, Kube
 from podium.devcluster.image import BuiltImage, RootfsUnavailable, build_podium_image
 from podium.devcluster.node import RealNode, node_tools, unsupported_reason
 from podium.devcluster.objects import create_nodes, create_pod
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "podium"

@@ -21,7 +21,7 @@ from podium.algorithms.node_declared_features import REASON, RESTART_ALL_CONTAIN
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import wait_for
 from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

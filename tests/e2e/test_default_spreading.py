@@ -29,7 +29,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import create_pod, wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 from podium.tools.explain import explain_cluster
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]

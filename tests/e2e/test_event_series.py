@@ -7,12 +7,13 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client import ApiClient
 
-from podium.binder import EventRecorder
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import create_pod
-from podium.kube import KubeClient, load_credentials
-from podium.manifests import make_pod
-from podium.objects import parse_pod
+from podium.kube.client import KubeClient
+from podium.kube.credentials import load_credentials
+from podium.kube.manifests import make_pod
+from podium.kube.objects import parse_pod
+from podium.scheduling.binder import EventRecorder
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

@@ -22,7 +22,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import create_pod, wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 from podium.tools.explain import explain_cluster
 from tests.e2e.test_policy import GROUP, PLURAL, VERSION, crd  # noqa: F401  (fixture)
 

@@ -14,7 +14,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 from tests.e2e.test_scheduling import assert_no_overcommit, create_pods, pods_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import pod_events, wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

@@ -25,13 +25,14 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.binder import Binder
 from podium.devcluster import ControlPlane
 from podium.devcluster.objects import pod_events, wait_for
-from podium.kube import KubeClient, load_credentials
-from podium.manifests import make_node, make_pod
-from podium.objects import parse_pod
+from podium.kube.client import KubeClient
+from podium.kube.credentials import load_credentials
+from podium.kube.manifests import make_node, make_pod
+from podium.kube.objects import parse_pod
 from podium.policy import default_profile
+from podium.scheduling.binder import Binder
 from podium.scheduling.scheduler import PodiumScheduler
 from tests.e2e.faults import (
     BIND_FAULTS,

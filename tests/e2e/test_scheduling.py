@@ -11,8 +11,8 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import pod_events, wait_for
-from podium.manifests import make_node, make_pod
-from podium.objects import parse_node, parse_pod
+from podium.kube.manifests import make_node, make_pod
+from podium.kube.objects import parse_node, parse_pod
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 

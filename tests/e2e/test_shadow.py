@@ -16,7 +16,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import pod_events, wait_for
 from podium.framework.decision import read_records
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 from tests.e2e.test_policy import (
     GROUP,
     PLURAL,

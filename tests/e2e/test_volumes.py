@@ -12,7 +12,7 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import create_pod, pod_events, wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 from .faults import deny_admission
 from .storage import (

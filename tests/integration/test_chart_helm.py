@@ -31,7 +31,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.devcluster import Binaries, ControlPlane
 from podium.devcluster.objects import create_pod, wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 REPO = Path(__file__).resolve().parents[2]
 CHART = REPO / "charts" / "podium"

@@ -10,7 +10,7 @@ from kubernetes_asyncio import client
 
 from podium.devcluster import Binaries, ControlPlane, KubeScheduler
 from podium.devcluster.objects import create_pod, pod_events, wait_for
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 
 NodeFactory = Callable[..., Awaitable[list[str]]]
 SchedulerFactory = Callable[..., Awaitable[KubeScheduler]]

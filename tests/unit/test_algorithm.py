@@ -6,7 +6,7 @@ from typing import Any
 import pytest
 
 from podium.framework.cycle import Scheduler, num_feasible_nodes_to_find
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import build_profile
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot

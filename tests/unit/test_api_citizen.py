@@ -15,19 +15,18 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from podium.kube import (
+from podium.kube.client import (
     MAX_RETRIES,
     MAX_RETRY_WAIT,
     ApiError,
     Budget,
-    Credentials,
-    FileToken,
     KubeClient,
     TokenBucket,
     budget_of,
 )
+from podium.kube.credentials import Credentials, FileToken
 from podium.metrics import Metrics
-from podium.runtime import KopfLogin
+from podium.runtime.wiring import KopfLogin
 
 Answer = tuple[int, dict[str, str], Any]
 

@@ -13,10 +13,11 @@ from typing import Any, cast
 
 import pytest
 
-from podium.binder import Binder, BindOutcome, EventRecorder
-from podium.kube import ApiError, CredentialError, KubeClient
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.credentials import CredentialError
+from podium.kube.objects import PodInfo, parse_pod
 from podium.metrics import Metrics
-from podium.objects import PodInfo, parse_pod
+from podium.scheduling.binder import Binder, BindOutcome, EventRecorder
 from tests.unit.builders import pod
 
 Call = tuple[str, str, Any]
@@ -61,7 +62,7 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def sleep(seconds: float) -> None:
         slept.append(seconds)
 
-    monkeypatch.setattr("podium.binder.asyncio.sleep", sleep)
+    monkeypatch.setattr("podium.scheduling.binder.asyncio.sleep", sleep)
     return slept
 
 

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 from tests.unit.builders import node, pod

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 import yaml
 
-from podium.kube import CredentialError, ExecToken, FileToken, load_credentials
+from podium.kube.credentials import CredentialError, ExecToken, FileToken, load_credentials
 
 
 class Clock:

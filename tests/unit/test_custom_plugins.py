@@ -11,7 +11,7 @@ import pytest
 
 from podium.algorithms import SCORES, load_entry_points
 from podium.framework.cycle import Scheduler
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import PolicyError, build_profile
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot

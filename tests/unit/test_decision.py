@@ -13,7 +13,7 @@ from jsonschema import Draft202012Validator
 
 from podium.framework.cycle import Scheduler
 from podium.framework.decision import EVENT, build_record
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import build_profile
 from podium.state.snapshot import build_snapshot
 from tests.unit.builders import node, pod

@@ -1,4 +1,4 @@
-"""`podium demo` prints one line per record, at most 100 columns."""
+"""The demo prints one line per record, at most 100 columns."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podium.logs import DEMO_WIDTH, demo_line
+from podium.runtime.logs import DEMO_WIDTH, demo_line
 
 STAMP = "2026-12-04T10:45:43.783960Z"
 LONG = (

@@ -23,9 +23,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from podium.binder import Binder, BindOutcome
-from podium.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import default_profile
+from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.scheduler import PodiumScheduler
 
 FUZZ = settings(

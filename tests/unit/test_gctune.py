@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from podium.gctune import tune_gc
+from podium.runtime.gctune import tune_gc
 
 
 @pytest.fixture

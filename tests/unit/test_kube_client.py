@@ -20,7 +20,8 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from podium.kube import Credentials, KubeClient
+from podium.kube.client import KubeClient
+from podium.kube.credentials import Credentials
 
 RESETS = 150  # rounds of concurrent failing requests
 CONCURRENCY = 20

@@ -15,8 +15,8 @@ from typing import Any, cast
 
 import pytest
 
-from podium.kube import ApiError, KubeClient
-from podium.leader import LeaderElector, LeaseSettings
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.leader import LeaderElector, LeaseSettings
 
 SETTINGS = LeaseSettings(namespace="ns", name="podium", lease_duration=15, retry_period=2)
 

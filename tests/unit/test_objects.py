@@ -4,8 +4,8 @@ from typing import Any
 
 import pytest
 
-from podium.objects import parse_node, parse_pod
-from podium.pod_resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
+from podium.kube.objects import parse_node, parse_pod
+from podium.kube.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from tests.unit.builders import node, pod
 
 

@@ -11,13 +11,9 @@ from typing import Any
 
 import pytest
 
-from podium.objects import parse_pod
-from podium.pod_resources import (
-    is_extended_resource,
-    is_scalar_resource,
-    pod_resources,
-    requests_decreased,
-)
+from podium.kube.objects import parse_pod
+from podium.kube.resource_names import is_extended_resource, is_scalar_resource
+from podium.kube.resources import pod_resources, requests_decreased
 
 MI = 2**20
 

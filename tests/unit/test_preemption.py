@@ -21,8 +21,8 @@ from podium.framework.preemption import (
     pick_one_node,
     select_victims_on_node,
 )
-from podium.objects import PodInfo, parse_node, parse_pod
-from podium.pdb import Pdb, parse_pdb
+from podium.kube.objects import PodInfo, parse_node, parse_pod
+from podium.kube.pdb import Pdb, parse_pdb
 from podium.policy import default_profile
 from podium.scheduling.nominator import Nominator
 from podium.state.cache import Cache

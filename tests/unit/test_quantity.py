@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from podium.quantity import MAX_VALUE, QuantityError, to_int, to_milli
+from podium.kube.quantity import MAX_VALUE, QuantityError, to_int, to_milli
 
 
 @pytest.mark.parametrize(

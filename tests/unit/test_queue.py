@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from podium.framework.plugin import ClusterEvent
-from podium.objects import parse_pod
+from podium.kube.objects import parse_pod
 from podium.scheduling.queue import QueueSettings, SchedulingQueue
 from tests.unit.builders import pod
 

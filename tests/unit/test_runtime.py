@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from itertools import islice
 
-from podium.runtime import _RetryForever
+from podium.runtime.wiring import _RetryForever
 
 
 def test_kopf_request_backoffs_never_run_out_and_restart_per_request() -> None:

@@ -6,10 +6,10 @@ from typing import Any, cast
 
 import pytest
 
-from podium.binder import Binder
 from podium.framework.plugin import ClusterEvent
-from podium.objects import parse_pod
+from podium.kube.objects import parse_pod
 from podium.policy import default_profile
+from podium.scheduling.binder import Binder
 from podium.scheduling.scheduler import PodiumScheduler
 from podium.state.selectors import KINDS, SelectorStore, parse_selector
 from tests.unit.algorithms.conftest import pod, selecting

@@ -16,7 +16,7 @@ from podium.cli import main
 from podium.devcluster.objects import wait_for
 from podium.framework.cycle import Scheduler
 from podium.framework.decision import EVENT, build_record
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import PolicyError, build_profile
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.state.cache import Cache

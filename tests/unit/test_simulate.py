@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from podium.cli import main
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import default_profile
 from podium.state.snapshot import build_snapshot
 from podium.tools.explain import ClusterState, explain_pod, explain_state, format_table
@@ -279,7 +279,7 @@ def test_generated_200_nodes_1000_pods_places_all(capsys: pytest.CaptureFixture[
 
 def test_simulation_is_deterministic_for_a_seed() -> None:
     objects = generate_cluster(30, 120, seed=3)
-    from podium.objects import parse_node
+    from podium.kube.objects import parse_node
 
     nodes = [parse_node(b) for b in objects.nodes]
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
 from podium.state.selectors import KINDS as SELECTOR_PATHS
 from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
@@ -80,7 +80,7 @@ async def _list(client: Any, path: str) -> list[dict[str, Any]]:
 
 async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
     """Read what explain needs; GET and LIST only."""
-    from podium.kube import ApiError
+    from podium.kube.client import ApiError
 
     try:
         pod = await client.get(f"/api/v1/namespaces/{namespace}/pods/{name}")
@@ -175,7 +175,8 @@ async def explain_cluster(
     details_for: int | None = None,
 ) -> Explanation:
     """Explain one live pod; the whole read-only path that ``podium explain`` runs."""
-    from podium.kube import KubeClient, load_credentials
+    from podium.kube.client import KubeClient
+    from podium.kube.credentials import load_credentials
 
     creds = await load_credentials(kubeconfig, context)
     client = KubeClient(creds, pool_size=4)

@@ -25,7 +25,7 @@ from podium.framework.cycle import (
 from podium.framework.plugin import Cycle, IndexArray
 from podium.framework.preemption import post_filter
 from podium.framework.profile import Profile
-from podium.objects import PodInfo
+from podium.kube.objects import PodInfo
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 from podium.tools.explain.model import FORCED_PERCENTAGE, Explanation, NodeRow

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from podium.pod_resources import describe_requests
 from podium.tools.explain.model import Explanation
+from podium.tools.requests_text import describe_requests
 from podium.tools.tables import table
 
 

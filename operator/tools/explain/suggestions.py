@@ -17,11 +17,11 @@ from podium.algorithms.node_resources_fit import TOO_MANY_PODS
 from podium.algorithms.taint_toleration import untolerated
 from podium.framework.cycle import Placement, Scheduler, schedule
 from podium.framework.profile import Profile
-from podium.objects import PodInfo, Taint, Toleration
-from podium.pod_resources import quantity_text
+from podium.kube.objects import PodInfo, Taint, Toleration
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 from podium.tools.explain.model import NodeRow
+from podium.tools.requests_text import quantity_text
 
 _HARD_EFFECTS = frozenset({"NoSchedule", "NoExecute"})
 

@@ -28,8 +28,8 @@ from kubernetes_asyncio.client import ApiClient
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.framework.cycle import Scheduler
 from podium.framework.preemption import best_candidates, evaluate
-from podium.manifests import make_node, make_pod
-from podium.objects import parse_node, parse_pod
+from podium.kube.manifests import make_node, make_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import build_profile
 from podium.state.snapshot import build_snapshot
 

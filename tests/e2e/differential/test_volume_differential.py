@@ -36,7 +36,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from bench.validate import node_selector_matches
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
-from podium.quantity import parse_quantity
+from podium.kube.quantity import parse_quantity
 from tests.e2e.differential.kube_scores import KubeLog
 from tests.e2e.differential.volume_scenarios import VolumeScenario, generate
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from podium.framework.plugin import Cycle, FilterPlugin, ScorePlugin
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 

@@ -13,7 +13,7 @@ import pytest
 
 from podium.framework.cycle import Scheduler
 from podium.framework.preemption import post_filter
-from podium.objects import parse_pod
+from podium.kube.objects import parse_pod
 from podium.policy import default_profile
 
 from .conftest import HOST, ZONE, node, on, pod, selecting, snapshot

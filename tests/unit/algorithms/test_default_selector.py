@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podium.objects import parse_pod
+from podium.kube.objects import parse_pod
 from podium.state.selectors import SelectorStore
 
 from .conftest import pod, selecting

@@ -121,7 +121,7 @@ def test_image_with_several_names() -> None:
 
 
 def test_index_follows_node_updates() -> None:
-    from podium.objects import parse_node
+    from podium.kube.objects import parse_node
     from podium.state.cache import Cache
     from podium.state.snapshot import Snapshot
 

@@ -567,7 +567,7 @@ def test_explain(
 
 def test_index_follows_snapshot_updates() -> None:
     """The per-snapshot pod index must see pods that arrive and leave between cycles."""
-    from podium.objects import parse_node, parse_pod
+    from podium.kube.objects import parse_node, parse_pod
     from podium.state.cache import Cache
     from podium.state.snapshot import Snapshot
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from podium.algorithms.node_affinity import REASON, REASON_CONFLICT, REASON_ENFORCED, NodeAffinity
-from podium.labels import Selector, new_requirement, parse_int64, parse_label_selector
+from podium.kube.labels import Selector, new_requirement, parse_int64, parse_label_selector
 
 from .conftest import PREFILTER_EXCLUDED, cycle, explain, node, pod, run_filter, run_score, snapshot
 

@@ -19,7 +19,7 @@ from podium.framework.cycle import Scheduler
 from podium.framework.plugin import ClusterEvent
 from podium.framework.preemption import post_filter
 from podium.framework.profile import DEFAULT_FILTERS
-from podium.objects import parse_node, parse_pod
+from podium.kube.objects import parse_node, parse_pod
 from podium.policy import default_profile
 from podium.scheduling.scheduler import node_change
 from podium.state.cache import Cache

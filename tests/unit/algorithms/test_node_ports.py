@@ -98,7 +98,7 @@ def test_plain_init_container_ports_do_not_count() -> None:
 
 
 def test_port_freed_when_pod_leaves() -> None:
-    from podium.objects import parse_node, parse_pod
+    from podium.kube.objects import parse_node, parse_pod
     from podium.state.cache import Cache
     from podium.state.snapshot import Snapshot
 

@@ -14,7 +14,7 @@ from podium.algorithms.volume_binding import (
     VolumeBinding,
     plan_volumes,
 )
-from podium.objects import parse_pod
+from podium.kube.objects import parse_pod
 
 from .conftest import cycle, node, pod, run_filter, unresolvable
 from .volume_builders import (

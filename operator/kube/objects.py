@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from podium.pod_resources import pod_resources
-from podium.quantity import QuantityError, to_int, to_milli
+from podium.kube.quantity import QuantityError, to_int, to_milli
+from podium.kube.resources import pod_resources
 
 __all__ = [
     "HostPort",
@@ -74,7 +74,7 @@ class PodInfo:
     priority: int
     created: float
     labels: dict[str, str]
-    # What the pod asks of a node, from podium.pod_resources (kube-scheduler's model).
+    # What the pod asks of a node, from podium.kube.resources (kube-scheduler's model).
     requests: dict[str, int]
     nonzero_cpu: int
     nonzero_memory: int

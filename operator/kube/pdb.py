@@ -6,8 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from podium.labels import Selector, parse_label_selector
-from podium.objects import PodInfo
+from podium.kube.labels import Selector, parse_label_selector
+from podium.kube.objects import PodInfo
 
 __all__ = ["Pdb", "parse_pdb"]
 

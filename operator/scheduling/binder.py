@@ -22,12 +22,13 @@ from typing import Any
 import aiohttp
 import structlog
 
-from podium.kube import ApiError, CredentialError, KubeClient
-from podium.objects import PodInfo
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.credentials import CredentialError
+from podium.kube.objects import PodInfo
 
 __all__ = ["BindOutcome", "Binder", "EventRecorder"]
 
-log = structlog.get_logger("podium.binder")
+log = structlog.get_logger("podium.scheduling.binder")
 
 NOTE_LIMIT = 1024
 # Answers that prove a Binding was refused before it was applied.

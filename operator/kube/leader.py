@@ -25,11 +25,11 @@ from typing import Any
 import aiohttp
 import structlog
 
-from podium.kube import ApiError, KubeClient
+from podium.kube.client import ApiError, KubeClient
 
 __all__ = ["LeaderElector", "LeaseSettings", "LostLeadership"]
 
-log = structlog.get_logger("podium.leader")
+log = structlog.get_logger("podium.kube.leader")
 
 
 class LostLeadership(RuntimeError):

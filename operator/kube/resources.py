@@ -25,24 +25,20 @@ once at the end.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import ROUND_CEILING, Decimal
 from functools import lru_cache
 from typing import Any
 
-from podium.quantity import MAX_VALUE, QuantityError, parse_quantity
+from podium.kube.quantity import MAX_VALUE, QuantityError, parse_quantity
+from podium.kube.resource_names import counted_resource, pod_level_resource
 
 __all__ = [
     "DEFAULT_MEMORY_REQUEST",
     "DEFAULT_MILLI_CPU_REQUEST",
     "PodResources",
-    "describe_requests",
-    "is_extended_resource",
-    "is_scalar_resource",
     "pod_resources",
-    "quantity_text",
     "requests_decreased",
     "resize_infeasible",
 ]
@@ -56,14 +52,6 @@ _NON_MISSING: dict[str, Decimal] = {
     "cpu": Decimal(DEFAULT_MILLI_CPU_REQUEST) / 1000,
     "memory": Decimal(DEFAULT_MEMORY_REQUEST),
 }
-_POD_LEVEL = frozenset({"cpu", "memory"})
-_HUGEPAGES = "hugepages-"
-_BASE = frozenset({"cpu", "memory", "ephemeral-storage"})
-# IsQualifiedName on "requests.<name>": an optional DNS-subdomain prefix and a name.
-_QUALIFIED = re.compile(
-    r"^(?:[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*/)?"
-    r"[A-Za-z0-9](?:[-A-Za-z0-9_.]*[A-Za-z0-9])?$"
-)
 
 Json = Mapping[str, Any]
 ResourceList = dict[str, Decimal]
@@ -89,37 +77,6 @@ class PodResources:
     qos: str
     sources: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-
-
-def is_native_resource(name: str) -> bool:
-    """IsNativeResource: unprefixed, or any name containing ``kubernetes.io/``."""
-    return "/" not in name or "kubernetes.io/" in name
-
-
-def is_extended_resource(name: str) -> bool:
-    """v1helper.IsExtendedResourceName: a qualified, non-native, non-quota name."""
-    if is_native_resource(name) or name.startswith("requests."):
-        return False
-    return len(name) <= 253 and bool(_QUALIFIED.match(name))
-
-
-def is_scalar_resource(name: str) -> bool:
-    """schedutil.IsScalarResourceName: the names a scheduler Resource keeps beside cpu/memory."""
-    return (
-        is_extended_resource(name)
-        or name.startswith(_HUGEPAGES)
-        or "kubernetes.io/" in name
-        or name.startswith("attachable-volumes-")
-    )
-
-
-def _counted(name: str) -> bool:
-    """Resource.SetMaxResource / Add: cpu, memory, ephemeral-storage and scalar names."""
-    return name in _BASE or is_scalar_resource(name)
-
-
-def _pod_level_resource(name: str) -> bool:
-    return name in _POD_LEVEL or name.startswith(_HUGEPAGES)
 
 
 @lru_cache(maxsize=4096)
@@ -228,12 +185,12 @@ class _Pod:
 
     def pod_level_requests_set(self) -> bool:
         """IsPodLevelRequestsSet."""
-        return any(_pod_level_resource(n) for n in self.pod_requests or {})
+        return any(pod_level_resource(n) for n in self.pod_requests or {})
 
     def pod_level_resources_set(self) -> bool:
         """IsPodLevelResourcesSet: requests or limits name a pod-level resource."""
         names = list(self.pod_requests or {}) + list(self.pod_limits or {})
-        return any(_pod_level_resource(n) for n in names)
+        return any(pod_level_resource(n) for n in names)
 
 
 def resize_infeasible(conditions: object) -> bool:
@@ -362,7 +319,7 @@ def _pod_requests(pod: _Pod, use_status: bool, defaults: ResourceList | None) ->
             spec = None if pod.infeasible else effective
             effective = _max(spec, pod.status_requests, pod.status_allocated)
         for name, amount in effective.items():
-            if _pod_level_resource(name):
+            if pod_level_resource(name):
                 reqs[name] = amount
     _add(reqs, pod.overhead)
     return reqs
@@ -424,7 +381,7 @@ def _sources(pod: _Pod, requests: ResourceList, spec_only: ResourceList) -> dict
     pod_level = (pod.pod_requests or {}) if pod.pod_level_requests_set() else {}
     out: dict[str, str] = {}
     for name, amount in requests.items():
-        if name in pod_level and _pod_level_resource(name):
+        if name in pod_level and pod_level_resource(name):
             where = "pod level"
         elif amount != spec_only.get(name, Decimal(0)):
             where = "resize status"
@@ -456,7 +413,7 @@ def pod_resources(spec: Json, status: Json, bound: bool) -> PodResources:
     score = nonzero if gaps is _NON_MISSING else _pod_requests(pod, True, _NON_MISSING)
     spec_only = _pod_requests(pod, False, None) if bound and pod.has_status_resources else requests
     return PodResources(
-        requests={n: _whole(n, a) for n, a in requests.items() if _counted(n)},
+        requests={n: _whole(n, a) for n, a in requests.items() if counted_resource(n)},
         nonzero_cpu=_whole("cpu", nonzero.get("cpu", Decimal(0))),
         nonzero_memory=_whole("memory", nonzero.get("memory", Decimal(0))),
         score_cpu=_whole("cpu", score.get("cpu", Decimal(0))),
@@ -470,26 +427,3 @@ def pod_resources(spec: Json, status: Json, bound: bool) -> PodResources:
 def requests_decreased(old: Mapping[str, int], new: Mapping[str, int]) -> bool:
     """extractPodScaleDown: some request of the old pod is gone or smaller now."""
     return any(name not in new or new[name] < amount for name, amount in old.items())
-
-
-def quantity_text(resource: str, amount: int) -> str:
-    """A Kubernetes quantity no larger than ``amount``, ready to paste into a manifest."""
-    if resource == "cpu":
-        return f"{amount // 1000}" if amount % 1000 == 0 else f"{amount}m"
-    if resource in ("memory", "ephemeral-storage") or resource.startswith(_HUGEPAGES):
-        for unit, size in (("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if amount >= size and (amount % size == 0 or unit != "Gi"):
-                return f"{amount // size}{unit}"
-    return str(amount)
-
-
-def describe_requests(requests: Mapping[str, int], sources: Mapping[str, str], qos: str) -> str:
-    """The effective requests, each with its source where containers alone did not set it."""
-    if not requests:
-        return f"nothing ({qos})"
-    parts = []
-    for resource, amount in sorted(requests.items()):
-        source = sources.get(resource, "containers")
-        where = "" if source == "containers" else f" ({source})"
-        parts.append(f"{resource} {quantity_text(resource, amount)}{where}")
-    return ", ".join(parts)

@@ -1,4 +1,6 @@
-"""`podium demo`: a local control plane, a few nodes and pods, and Podium binding them live.
+"""`make demo`: a local control plane, a few nodes and pods, and Podium binding them live.
+
+Run as ``python -m podium.devcluster demo``.
 
 Podium's decisions print as one line each. The closing count is read back
 from the API server's watch: the demo never claims a binding the server has
@@ -21,10 +23,10 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane, ensure_binaries
 from podium.devcluster.objects import create_nodes, wait_for
-from podium.logs import configure_logging
-from podium.manifests import make_node, make_pod
+from podium.kube.manifests import make_node, make_pod
 from podium.policy import GROUP, PLURAL, VERSION
-from podium.runtime import RunOptions, run_operator
+from podium.runtime.logs import configure_logging
+from podium.runtime.wiring import RunOptions, run_operator
 
 __all__ = ["run_demo"]
 
@@ -136,7 +138,7 @@ async def _demo(nodes: int, pods: int) -> int:
 
 def run_demo(nodes: int = 3, pods: int = 12) -> int:
     if not CRD.is_file():
-        print(f"podium demo runs from a source checkout: {CRD} is missing", file=sys.stderr)
+        print(f"the demo runs from a source checkout: {CRD} is missing", file=sys.stderr)
         return 1
     configure_logging("demo", "INFO")
     return asyncio.run(_demo(nodes, pods))

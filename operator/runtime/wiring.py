@@ -23,20 +23,21 @@ from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from podium.algorithms import load_entry_points
-from podium.binder import Binder
 from podium.handlers import (
     register_policies,
     register_watches,
 )
-from podium.kube import ApiError, KubeClient, load_credentials
-from podium.leader import LeaderElector, LeaseSettings, LostLeadership
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.credentials import load_credentials
+from podium.kube.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
 from podium.policy import default_profile
+from podium.scheduling.binder import Binder
 from podium.scheduling.scheduler import PodiumScheduler
 
 __all__ = ["RunOptions", "build_registry", "run_operator"]
 
-log = structlog.get_logger("podium.runtime")
+log = structlog.get_logger("podium.runtime.wiring")
 
 
 @dataclass(slots=True)

@@ -2,7 +2,7 @@
 
 kopf logs through the stdlib ``logging`` module; routing the root logger
 through structlog's ProcessorFormatter gives both the same renderer, ISO UTC
-timestamps and stable keys. ``demo`` is for ``podium demo``: one short line
+timestamps and stable keys. ``demo`` is for ``make demo``: one short line
 per record, a decision as "pod -> node" or the reason it is unschedulable.
 """
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from podium.objects import NodeInfo
+    from podium.kube.objects import NodeInfo
 
 NAME_FIELD = "metadata.name"
 
