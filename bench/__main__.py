@@ -8,33 +8,19 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+from podium.cli import number_type
 
 from .cases import DEFAULT_PRESET, CaseError, load_cases, select
 from .runner import BenchConfig, run_bench
 from .schedulers import SCHEDULERS, py_spy_path
 
-
-def _positive_float(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}") from exc
-    if not number > 0:
-        raise argparse.ArgumentTypeError(f"expected a positive number, got {value!r}")
-    return number
-
-
-def _positive_int(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from exc
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
+_positive_float = number_type(float, lambda n: 0 < n < math.inf, "a positive number")
+_positive_int = number_type(int, lambda n: n >= 1, "a positive integer")
 
 
 def _names(value: str) -> list[str]:

@@ -8,53 +8,40 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import math
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib.metadata import version
+from typing import TypeVar
 
-__all__ = ["main"]
+__all__ = ["main", "number_type"]
 
-
-def _positive(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}") from exc
-    if number < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value!r}")
-    return number
+N = TypeVar("N", int, float)
 
 
-def _port(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {value!r}") from exc
-    if not 0 <= number <= 65535:
-        raise argparse.ArgumentTypeError(f"port must be 0..65535, got {value!r}")
-    return number
+def number_type(
+    parse: Callable[[str], N], ok: Callable[[N], bool], what: str
+) -> Callable[[str], N]:
+    """An argparse ``type``: ``parse`` the text, and refuse it unless ``ok``, naming ``what``."""
+
+    def convert(value: str) -> N:
+        try:
+            number = parse(value)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}") from exc
+        if not ok(number):
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value!r}")
+        return number
+
+    return convert
 
 
-def _non_negative(value: str) -> float:
-    try:
-        number = float(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}") from exc
-    if not number >= 0 or number == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {value!r}")
-    return number
-
-
-def _count(value: str) -> int:
-    try:
-        number = int(value)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}") from exc
-    if number < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
-    return number
+_positive = number_type(int, lambda n: n >= 1, "a positive integer")
+_port = number_type(int, lambda n: 0 <= n <= 65535, "a port number (0..65535)")
+_non_negative = number_type(float, lambda n: 0 <= n < math.inf, "a number >= 0")
+_count = number_type(int, lambda n: n >= 0, "an integer >= 0")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,10 @@ key lists, and so does Podium.
 keys that selectors have asked about, and the pods that carry affinity
 terms, updating only rows whose pods changed since the last cycle;
 PodTopologySpread uses it too.
+
+Why one module of this size: the plugin is kube-scheduler's InterPodAffinity
+(filter, score and their PreFilter state) plus the incremental pod index it
+needs, one plugin per module as the framework asks.
 """
 
 from __future__ import annotations

@@ -16,6 +16,10 @@ that helper.DefaultSelector selects: the selectors of the pod's Services and
 of its controlling ReplicationController, ReplicaSet or StatefulSet, ANDed
 (``SelectorStore.default_selector``). A pod that none of them selects gets no
 default constraints, so neither filter nor score applies to it.
+
+Why one module of this size: it is kube-scheduler's PodTopologySpread, filter
+and score with their shared constraint parsing and domain counting, one plugin
+per module.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ from hack/helm, each through the Go module proxy. A cold build takes many
 minutes, so results are cached per version *and* per go.mod/go.sum content, and
 each build is assembled in a temporary directory that is renamed into place
 only when complete, so a killed build never leaves a half-filled cache.
+
+Why one module of this size: it is the whole cached, resumable build of every
+Go binary the tests and the benchmark run, with its progress output.
 """
 
 from __future__ import annotations

@@ -13,6 +13,10 @@ told otherwise.
 Pods reach the API server through the `kubernetes` Service address, which sits on
 the bridge and is forwarded to the API server on loopback; there is no kube-proxy.
 The ControlPlane must be started with real_nodes=True.
+
+Why one module of this size: bringing a real kubelet node up and, above all,
+leaving nothing behind (processes, mounts, cgroups, the bridge, host paths,
+kernel settings) is one sequence whose steps undo each other.
 """
 
 from __future__ import annotations

@@ -21,6 +21,10 @@ that two parts of Podium can never count one pod differently.
 
 Quantities are summed exactly, as ``resource.Quantity`` does, and rounded up
 once at the end.
+
+Why one module of this size: it is one port of component-helpers'
+``resource/helpers.go`` (PodRequests and its helpers), kept whole so that it
+reads against the Go file line by line.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ together. Handlers call ``on_pod``/``on_node``/``set_profile``; one loop pops
 pods and run one cycle each; binds run concurrently in the background. Each
 path out of a cycle ends in the queue (requeue), in ``done`` (bound), or in
 ``delete`` (the pod is gone), never nowhere.
+
+Why one module of this size: every path of a pod through the scheduler
+(event in, cycle, assume, bind, fail, requeue) touches the same cache, queue
+and nominator, and reading them in one place is how the invariant above is
+checked. The pure parts live elsewhere (``framework``, ``state``).
 """
 
 from __future__ import annotations
