@@ -26,6 +26,8 @@ __all__ = [
     "normalize_image",
     "parse_node",
     "parse_pod",
+    "requirements_changed",
+    "usage_changed",
 ]
 
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -114,6 +116,36 @@ class PodInfo:
     @property
     def best_effort(self) -> bool:
         return self.qos == "BestEffort"
+
+
+# What the scheduler reads of a pod, in two views, kept here beside PodInfo so that a
+# new field is added to the right one. The cache and the queue use them to skip work
+# on updates that cannot change a decision (status writes, annotations).
+
+
+def usage_changed(old: PodInfo, new: PodInfo) -> bool:
+    """A bound pod changed what it holds on its node or what other pods' rules see of it:
+    requests, host ports, labels (affinity and spreading), its own affinity terms."""
+    return (
+        old.requests != new.requests
+        or old.nonzero_cpu != new.nonzero_cpu
+        or old.nonzero_memory != new.nonzero_memory
+        or old.host_ports != new.host_ports
+        or old.labels != new.labels
+        or old.affinity != new.affinity
+    )
+
+
+def requirements_changed(old: PodInfo, new: PodInfo) -> bool:
+    """A pending pod changed what it asks of a node, so a rejected pod may now fit."""
+    return (
+        old.requests != new.requests
+        or old.tolerations != new.tolerations
+        or old.node_selector != new.node_selector
+        or old.affinity != new.affinity
+        or old.labels != new.labels
+        or old.topology_spread != new.topology_spread
+    )
 
 
 @dataclass(slots=True)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from podium.framework.plugin import ClusterEvent
-from podium.kube.objects import PodInfo
+from podium.kube.objects import PodInfo, requirements_changed
 
 __all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue"]
 
@@ -159,7 +159,7 @@ class SchedulingQueue:
             entry.pending_update = pod
             return
         was_gated = entry.where == "gated"
-        changed = _spec_changed(entry.pod, pod)
+        changed = requirements_changed(entry.pod, pod)
         entry.pod = pod
         if was_gated and not pod.scheduling_gates:
             self._push_active(entry)
@@ -276,14 +276,3 @@ class SchedulingQueue:
         self.closed = True
         self._wakeup.set()
         self._backoff_changed.set()
-
-
-def _spec_changed(old: PodInfo, pod: PodInfo) -> bool:
-    return (
-        old.tolerations != pod.tolerations
-        or old.node_selector != pod.node_selector
-        or old.affinity != pod.affinity
-        or old.requests != pod.requests
-        or old.labels != pod.labels
-        or old.topology_spread != pod.topology_spread
-    )

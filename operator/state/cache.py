@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from dataclasses import dataclass, field
 
-from podium.kube.objects import HostPort, NodeInfo, PodInfo
+from podium.kube.objects import HostPort, NodeInfo, PodInfo, usage_changed
 
 __all__ = ["Cache", "CacheError", "NodeState", "PodState"]
 
@@ -150,7 +150,7 @@ class Cache:
         """A bound, non-terminal pod seen by the watch; confirms an assumption."""
         current = self.pods.get(pod.uid)
         if current is not None:
-            if current.node == pod.node_name and not _usage_changed(current.pod, pod):
+            if current.node == pod.node_name and not usage_changed(current.pod, pod):
                 current.pod = pod
                 current.assumed = False
                 self.nodes[current.node].pods[pod.uid] = pod
@@ -169,14 +169,3 @@ class Cache:
     def requested_on(self, node: str) -> Counter[str]:
         state = self.nodes.get(node)
         return Counter(state.requested) if state is not None else Counter()
-
-
-def _usage_changed(old: PodInfo, new: PodInfo) -> bool:
-    return (
-        old.requests != new.requests
-        or old.host_ports != new.host_ports
-        or old.labels != new.labels
-        or old.nonzero_cpu != new.nonzero_cpu
-        or old.nonzero_memory != new.nonzero_memory
-        or old.affinity != new.affinity
-    )
