@@ -31,7 +31,7 @@ from podium.runtime.wiring import RunOptions, run_operator
 __all__ = ["run_demo"]
 
 NAMESPACE = "podium-demo"
-CRD = Path(__file__).resolve().parents[1] / "charts" / "podium" / "crds" / f"{PLURAL}.{GROUP}.yaml"
+CRD = Path(__file__).resolve().parents[2] / "charts" / "podium" / "crds" / f"{PLURAL}.{GROUP}.yaml"
 # The chart's default policy: Active, every other field the CRD's default.
 POLICY = {
     "apiVersion": f"{GROUP}/{VERSION}",

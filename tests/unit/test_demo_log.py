@@ -77,3 +77,9 @@ def test_demo_lines(record: dict[str, Any], line: str) -> None:
     rendered = demo_line(None, "info", dict(record))
     assert rendered == line
     assert len(rendered) <= DEMO_WIDTH
+
+
+def test_demo_finds_the_chart_crd_in_a_checkout() -> None:
+    from podium.devcluster.demo import CRD
+
+    assert CRD.is_file(), CRD
