@@ -4,5 +4,5 @@
 name; ``profile`` is one schedulerName's plugins and knobs; ``cycle`` is one
 decision (PreFilter, Filter, Score, select), ``preemption`` the PostFilter dry
 run, and ``decision`` the record each attempt logs. Pure: no API calls.
-May import ``podium.state`` and ``podium.kube.client``.
+May import ``podium.state`` and ``podium.kube``.
 """

@@ -19,7 +19,7 @@ plugin (pkg/scheduler/framework/preemption, plugins/defaultpreemption):
 
 Pure: it decides, and ``podium.scheduling.preemptor`` carries the decision out. Pods
 nominated by earlier preemptions hold their room on their node for pods of
-lower priority (``podium.scheduling.nominator``, ``algorithm.reserve_nominated``).
+lower priority (``podium.scheduling.nominator``, ``podium.framework.cycle.reserve_nominated``).
 """
 
 from __future__ import annotations

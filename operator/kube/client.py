@@ -205,11 +205,14 @@ class KubeClient:
             if status < 400:
                 return payload
             retry_after = _retry_after(status, retry_header)
+            if retry_after is not None:
+                # Capped once here, so no caller can wait longer than the client would.
+                retry_after = min(retry_after, MAX_RETRY_WAIT)
             if retry_after is not None and retries < MAX_RETRIES:
                 retries += 1
                 if self.metrics is not None:
                     self.metrics.retry_after.labels(str(status)).inc()
-                await self.sleep(min(retry_after, MAX_RETRY_WAIT))
+                await self.sleep(retry_after)
                 continue
             raise ApiError(status, payload, retry_after)
 

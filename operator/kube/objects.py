@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from podium.kube.quantity import QuantityError, to_int, to_milli
+from podium.kube.quantity import parse_resource_list, whole
 from podium.kube.resources import pod_resources
 
 __all__ = [
@@ -83,7 +83,6 @@ class PodInfo:
     score_cpu: int
     score_memory: int
     qos: str
-    request_sources: dict[str, str]
     host_ports: tuple[HostPort, ...]
     node_selector: dict[str, str]
     affinity: dict[str, Any]
@@ -194,18 +193,8 @@ def _str_map(value: object) -> dict[str, str]:
 
 
 def _resource_list(value: object, problems: list[str]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for name, quantity in _dict(value).items():
-        try:
-            amount = to_milli(quantity) if name == "cpu" else to_int(quantity)
-        except QuantityError as exc:
-            problems.append(f"{name}: {exc}")
-            continue
-        if amount < 0:
-            problems.append(f"{name}: negative quantity {quantity!r}")
-            amount = 0
-        out[str(name)] = amount
-    return out
+    amounts = parse_resource_list(value, "", problems) or {}
+    return {name: whole(name, amount) for name, amount in amounts.items()}
 
 
 def _host_ports(spec: Json) -> tuple[HostPort, ...]:
@@ -271,7 +260,6 @@ def parse_pod(body: Json) -> PodInfo:
         score_cpu=resources.score_cpu,
         score_memory=resources.score_memory,
         qos=resources.qos,
-        request_sources=resources.sources,
         host_ports=_host_ports(spec),
         node_selector=_str_map(spec.get("nodeSelector")),
         affinity=_dict(spec.get("affinity")),

@@ -8,9 +8,18 @@ request of ``0.5m`` still needs one millicore on the node.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
+from functools import lru_cache
 
-__all__ = ["QuantityError", "parse_quantity", "to_int", "to_milli"]
+__all__ = [
+    "QuantityError",
+    "parse_quantity",
+    "parse_resource_list",
+    "to_int",
+    "to_milli",
+    "whole",
+]
 
 # Values are clamped below int64 so that sums in numpy columns never overflow.
 MAX_VALUE = 2**62
@@ -65,7 +74,7 @@ def parse_quantity(value: object) -> Decimal:
     return number * _DECIMAL[suffix]
 
 
-def _ceil(number: Decimal) -> int:
+def ceil_int(number: Decimal) -> int:
     if number >= MAX_VALUE:
         return MAX_VALUE
     if number <= -MAX_VALUE:
@@ -75,9 +84,46 @@ def _ceil(number: Decimal) -> int:
 
 def to_milli(value: object) -> int:
     """Millicores (or milli-units), rounded up like ``Quantity.MilliValue``."""
-    return _ceil(parse_quantity(value) * 1000)
+    return ceil_int(parse_quantity(value) * 1000)
 
 
 def to_int(value: object) -> int:
     """Whole units, rounded up like ``Quantity.Value``."""
-    return _ceil(parse_quantity(value))
+    return ceil_int(parse_quantity(value))
+
+
+def whole(resource: str, amount: Decimal) -> int:
+    """``amount`` of ``resource`` as the scheduler compares it: MilliValue for cpu, else Value."""
+    return ceil_int(amount * 1000) if resource == "cpu" else ceil_int(amount)
+
+
+@lru_cache(maxsize=4096)
+def _parse_text(text: str) -> Decimal:
+    return parse_quantity(text)
+
+
+def parse_resource_list(
+    value: object, where: str, problems: list[str]
+) -> dict[str, Decimal] | None:
+    """A ResourceList (None when absent, as a nil Go map); exact amounts.
+
+    A malformed or negative quantity is recorded in ``problems`` under
+    ``where.name`` and left out (negative counts as 0), never raised.
+    Quantity strings repeat across pods, so their parse is cached.
+    """
+    if not isinstance(value, Mapping):
+        return None
+    out: dict[str, Decimal] = {}
+    for name, quantity in value.items():
+        try:
+            amount = (
+                _parse_text(quantity) if isinstance(quantity, str) else parse_quantity(quantity)
+            )
+        except QuantityError as exc:
+            problems.append(f"{where}{name}: {exc}")
+            continue
+        if amount < 0:
+            problems.append(f"{where}{name}: negative quantity {quantity!r}")
+            amount = Decimal(0)
+        out[str(name)] = amount
+    return out

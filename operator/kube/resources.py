@@ -31,11 +31,10 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from decimal import ROUND_CEILING, Decimal
-from functools import lru_cache
+from decimal import Decimal
 from typing import Any
 
-from podium.kube.quantity import MAX_VALUE, QuantityError, parse_quantity
+from podium.kube.quantity import parse_resource_list, whole
 from podium.kube.resource_names import counted_resource, pod_level_resource
 
 __all__ = [
@@ -43,6 +42,7 @@ __all__ = [
     "DEFAULT_MILLI_CPU_REQUEST",
     "PodResources",
     "pod_resources",
+    "request_sources",
     "requests_decreased",
     "resize_infeasible",
 ]
@@ -70,7 +70,6 @@ class PodResources:
     to a node's non-zero totals (NodeInfo.NonZeroRequested) and ``score_*``
     what the pod itself brings to LeastAllocated and MostAllocated scoring;
     they differ only where pod-level requests and container defaults mix.
-    ``sources`` says, per resource, where the value came from, for explain.
     """
 
     requests: dict[str, int]
@@ -79,17 +78,7 @@ class PodResources:
     score_cpu: int
     score_memory: int
     qos: str
-    sources: dict[str, str] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)
-
-
-@lru_cache(maxsize=4096)
-def _parse_text(text: str) -> Decimal:
-    return parse_quantity(text)
-
-
-def _quantity(value: object) -> Decimal:
-    return _parse_text(value) if isinstance(value, str) else parse_quantity(value)
 
 
 def _mapping(value: object) -> Json | None:
@@ -98,21 +87,7 @@ def _mapping(value: object) -> Json | None:
 
 
 def _resource_list(value: object, where: str, problems: list[str]) -> ResourceList | None:
-    raw = _mapping(value)
-    if raw is None:
-        return None
-    out: ResourceList = {}
-    for name, quantity in raw.items():
-        try:
-            amount = _quantity(quantity)
-        except QuantityError as exc:
-            problems.append(f"{where}.{name}: {exc}")
-            continue
-        if amount < 0:
-            problems.append(f"{where}.{name}: negative quantity {quantity!r}")
-            amount = Decimal(0)
-        out[str(name)] = amount
-    return out
+    return parse_resource_list(value, f"{where}." if where else "", problems)
 
 
 def _add(total: ResourceList, extra: ResourceList | None) -> None:
@@ -329,17 +304,6 @@ def _pod_requests(pod: _Pod, use_status: bool, defaults: ResourceList | None) ->
     return reqs
 
 
-def _ceil(amount: Decimal) -> int:
-    if amount >= MAX_VALUE:
-        return MAX_VALUE
-    return int(amount.to_integral_value(rounding=ROUND_CEILING))
-
-
-def _whole(name: str, amount: Decimal) -> int:
-    """MilliValue for cpu, Value for everything else."""
-    return _ceil(amount * 1000) if name == "cpu" else _ceil(amount)
-
-
 def _requirements_qos(requests: ResourceList | None, limits: ResourceList | None) -> str:
     """requirementsQOS over cpu and memory."""
     if not requests and not limits:
@@ -413,17 +377,18 @@ def pod_resources(spec: Json, status: Json, bound: bool) -> PodResources:
         {n: a for n, a in _NON_MISSING.items() if n not in requests} if pod_level else _NON_MISSING
     )
     nonzero = _pod_requests(pod, bound, gaps) if gaps else requests
-    # calculatePodResourceRequest always fills both defaults, then applies pod level.
-    score = nonzero if gaps is _NON_MISSING else _pod_requests(pod, True, _NON_MISSING)
-    spec_only = _pod_requests(pod, False, None) if bound and pod.has_status_resources else requests
+    # calculatePodResourceRequest: both defaults, then pod level, always with the status.
+    same_view = bound or not pod.has_status_resources
+    score = (
+        nonzero if gaps is _NON_MISSING and same_view else _pod_requests(pod, True, _NON_MISSING)
+    )
     return PodResources(
-        requests={n: _whole(n, a) for n, a in requests.items() if counted_resource(n)},
-        nonzero_cpu=_whole("cpu", nonzero.get("cpu", Decimal(0))),
-        nonzero_memory=_whole("memory", nonzero.get("memory", Decimal(0))),
-        score_cpu=_whole("cpu", score.get("cpu", Decimal(0))),
-        score_memory=_whole("memory", score.get("memory", Decimal(0))),
+        requests={n: whole(n, a) for n, a in requests.items() if counted_resource(n)},
+        nonzero_cpu=whole("cpu", nonzero.get("cpu", Decimal(0))),
+        nonzero_memory=whole("memory", nonzero.get("memory", Decimal(0))),
+        score_cpu=whole("cpu", score.get("cpu", Decimal(0))),
+        score_memory=whole("memory", score.get("memory", Decimal(0))),
         qos=_qos(spec, status, pod),
-        sources=_sources(pod, requests, spec_only),
         problems=problems,
     )
 
@@ -431,3 +396,13 @@ def pod_resources(spec: Json, status: Json, bound: bool) -> PodResources:
 def requests_decreased(old: Mapping[str, int], new: Mapping[str, int]) -> bool:
     """extractPodScaleDown: some request of the old pod is gone or smaller now."""
     return any(name not in new or new[name] < amount for name, amount in old.items())
+
+
+def request_sources(spec: Json, status: Json, bound: bool) -> dict[str, str]:
+    """Where each of the pod's requests came from: ``pod level``, ``resize status`` or
+    ``containers``, with ``+ overhead`` where overhead adds to it. For explain and
+    simulate, so that parsing every pod event does not pay for it."""
+    pod = _read_pod(spec, status, [])
+    requests = _pod_requests(pod, bound, None)
+    spec_only = _pod_requests(pod, False, None) if bound and pod.has_status_resources else requests
+    return _sources(pod, requests, spec_only)

@@ -290,22 +290,18 @@ class PodiumScheduler:
         nodes = await client.get("/api/v1/nodes")
         for item in nodes.get("items") or []:
             self.on_node(None, item)
-        for kind, path in VOLUME_KINDS.items():
-            try:
-                listed = await client.get(path)
-            except ApiError as exc:  # the volume plugins then see no such objects
-                log.warning("volume_list_failed", kind=kind, error=str(exc))
-                continue
-            for item in listed.get("items") or []:
-                self.on_volume(kind, None, item)
-        for kind, path in SELECTOR_KINDS.items():
-            try:
-                listed = await client.get(path)
-            except ApiError as exc:  # default topology spreading then sees no selectors
-                log.warning("selector_list_failed", kind=kind, error=str(exc))
-                continue
-            for item in listed.get("items") or []:
-                self.on_selector(kind, None, item)
+        # Storage for the volume plugins, selectors for default spreading: a kind that
+        # cannot be listed leaves its plugin seeing none of it, as without the watch.
+        stores = ((VOLUME_KINDS, self.on_volume), (SELECTOR_KINDS, self.on_selector))
+        for kinds, apply in stores:
+            for kind, path in kinds.items():
+                try:
+                    listed = await client.get(path)
+                except ApiError as exc:
+                    log.warning("list_failed", kind=kind, error=str(exc))
+                    continue
+                for item in listed.get("items") or []:
+                    apply(kind, None, item)
         try:
             pdbs = await client.get("/apis/policy/v1/poddisruptionbudgets")
         except ApiError as exc:  # preemption then ignores budgets

@@ -23,6 +23,7 @@ from podium.algorithms.volume_binding import plan_volumes, volume_binding
 from podium.framework.cycle import Scheduler, schedule
 from podium.framework.profile import Profile
 from podium.kube.objects import NodeInfo, PodInfo, parse_pod
+from podium.kube.resources import request_sources
 from podium.state.snapshot import Snapshot, build_snapshot
 from podium.state.volumes import pod_claims
 from podium.tools.requests_text import describe_requests
@@ -72,7 +73,9 @@ class SimulationResult:
 
 def _requests(pod: PodInfo) -> str:
     """What the pod asks, with where pod-level or resize values came from."""
-    return describe_requests(pod.requests, pod.request_sources, pod.qos)
+    raw = pod.raw
+    sources = request_sources(raw.get("spec") or {}, raw.get("status") or {}, pod.bound)
+    return describe_requests(pod.requests, sources, pod.qos)
 
 
 def _with_uids(pods: Sequence[PodInfo], prefix: str) -> list[PodInfo]:

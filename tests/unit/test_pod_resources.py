@@ -13,7 +13,7 @@ import pytest
 
 from podium.kube.objects import parse_pod
 from podium.kube.resource_names import is_extended_resource, is_scalar_resource
-from podium.kube.resources import pod_resources, requests_decreased
+from podium.kube.resources import pod_resources, request_sources, requests_decreased
 
 MI = 2**20
 
@@ -366,9 +366,9 @@ def test_sources_say_where_each_request_came_from() -> None:
         "overhead": {"memory": "10Mi"},
     }
     status = {"containerStatuses": [status_of("a", {"memory": "2Gi"}, {"memory": "2Gi"})]}
-    sources = pod_resources(spec, status, True).sources
+    sources = request_sources(spec, status, True)
     assert sources == {"cpu": "pod level", "memory": "resize status + overhead"}
-    assert pod_resources(spec, {}, False).sources["memory"] == "containers + overhead"
+    assert request_sources(spec, {}, False)["memory"] == "containers + overhead"
 
 
 @pytest.mark.parametrize(

@@ -105,20 +105,18 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
             state.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
     except ApiError as exc:
         state.notes.append(f"cannot list namespaces ({exc}); namespaceSelectors see no labels")
-    for kind, store_kind in OBJECT_KINDS.items():
-        try:
-            items = await _list(client, VOLUME_PATHS[store_kind])
-            state.storage.extend({**item, "kind": kind} for item in items)
-        except ApiError as exc:
-            state.notes.append(f"cannot list {kind} objects ({exc}); volume plugins see none")
-    for kind, store_kind in SELECTOR_KINDS.items():
-        try:
-            items = await _list(client, SELECTOR_PATHS[store_kind])
-            state.selectors.extend({**item, "kind": kind} for item in items)
-        except ApiError as exc:
-            state.notes.append(
-                f"cannot list {kind} objects ({exc}); default topology spreading sees none"
-            )
+    stores = (
+        (OBJECT_KINDS, VOLUME_PATHS, state.storage, "the volume plugins see none"),
+        (SELECTOR_KINDS, SELECTOR_PATHS, state.selectors, "default spreading sees none"),
+    )
+    for kinds, paths, into, consequence in stores:
+        for kind, store_kind in kinds.items():
+            try:
+                items = await _list(client, paths[store_kind])
+            except ApiError as exc:
+                state.notes.append(f"cannot list {kind} objects ({exc}); {consequence}")
+                continue
+            into.extend({**item, "kind": kind} for item in items)
     return state
 
 
@@ -133,7 +131,10 @@ def explain_state(
             f"the pod is bound to {pod.node_name}; this shows where it would go if it were "
             "pending now (its own usage left out)"
         )
-        pod.node_name = ""
+        # Judged as a pending pod: its spec's requests, not its resize status.
+        spec = dict(state.pod.get("spec") or {})
+        spec.pop("nodeName", None)
+        pod = parse_pod({**state.pod, "spec": spec})
     if pod.problem:
         notes.append(f"the scheduler rejects this pod as invalid: {pod.problem}")
     if pod.scheduling_gates:

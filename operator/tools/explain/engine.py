@@ -26,6 +26,7 @@ from podium.framework.plugin import Cycle, IndexArray
 from podium.framework.preemption import post_filter
 from podium.framework.profile import Profile
 from podium.kube.objects import PodInfo
+from podium.kube.resources import request_sources
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 from podium.tools.explain.model import FORCED_PERCENTAGE, Explanation, NodeRow
@@ -146,7 +147,9 @@ def explain_pod(
         scheduler_name=pod.scheduler_name,
         priority=pod.priority,
         requests=dict(pod.requests),
-        request_sources={r: pod.request_sources.get(r, "containers") for r in pod.requests},
+        request_sources=request_sources(
+            pod.raw.get("spec") or {}, pod.raw.get("status") or {}, pod.bound
+        ),
         qos=pod.qos,
         profile=profile.policy or "<built-in>",
         policy_percentage=profile.percentage_of_nodes_to_score,
