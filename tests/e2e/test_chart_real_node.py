@@ -260,7 +260,8 @@ async def _story(
         holder = await _holder(api)
         if holder and (not holders or holders[-1] != holder):
             holders.append(holder)
-        return holder not in (None, leader)
+        # A Lease the old leader released on SIGTERM has no holder: not yet a handover.
+        return bool(holder) and holder != leader
 
     try:
         await _wait("another replica to take the Lease", taken_over, limit=90, every=0.1)
