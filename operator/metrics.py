@@ -126,6 +126,19 @@ class Metrics:
             ["code"],
             registry=r,
         )
+        # The event loop: how late a probe woke (podium.runtime.loopwatch).
+        self.loop_lag = Histogram(
+            "podium_event_loop_lag_seconds",
+            "How late the event loop ran a probe due every 50 ms: time other callbacks "
+            "held the loop (a scheduling cycle, a relist page, a garbage collection).",
+            buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.loop_max_stall = Gauge(
+            "podium_event_loop_max_stall_seconds",
+            "The longest event-loop stall the probe has seen since start.",
+            registry=r,
+        )
         self.events = Counter(
             "podium_events_total",
             "Events recorded: created, patched (an Event series), or only counted in a series.",

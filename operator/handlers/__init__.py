@@ -11,6 +11,6 @@ scheduling cycle reads it.
 from __future__ import annotations
 
 from podium.handlers.policies import register_policies
-from podium.handlers.watched import register_watches
+from podium.handlers.watched import direct_watches, register_watches
 
-__all__ = ["register_policies", "register_watches"]
+__all__ = ["direct_watches", "register_policies", "register_watches"]

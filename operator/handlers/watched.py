@@ -4,7 +4,10 @@ A handler only turns an event into a call on the scheduler (cache, stores,
 queue); it writes nothing onto the object, and a poison object is logged and
 skipped, never allowed to stop the watch. Rows marked ``relisted`` tell the
 resyncer when kopf has finished a (re)list, so objects deleted while the watch
-was down are dropped (see ``podium.scheduling.resync``).
+was down are dropped (see ``podium.scheduling.resync``). Rows marked ``direct``
+are not watched through kopf's per-object machinery but by a ``ListWatch``
+(``podium.handlers.listwatch``) that the runtime adds to kopf's root tasks; it
+feeds the same handler, and synthesises its own deletes after a relist.
 
 To watch a new kind: add a row here, an ``on_*`` method on ``PodiumScheduler``,
 the kind to the scheduler's ``prime`` and (if relisted) to the resyncer, and
@@ -20,9 +23,11 @@ from typing import Any
 import kopf
 import structlog
 
+from podium.handlers.listwatch import Deliver, ListWatch, ListWatchSettings
+from podium.kube.client import KubeClient
 from podium.scheduling.scheduler import PodiumScheduler
 
-__all__ = ["WATCHED", "Watched", "register_watches"]
+__all__ = ["WATCHED", "Watched", "direct_watches", "handler", "register_watches"]
 
 log = structlog.get_logger("podium.handlers")
 
@@ -36,6 +41,8 @@ class Watched:
     plural: str
     apply: Apply
     relisted: bool = True
+    # Watched by a direct ListWatch instead of kopf: the pod firehose (docs/architecture.md).
+    direct: bool = False
 
 
 def _store(method: str, kind: str) -> Apply:
@@ -48,7 +55,7 @@ def _store(method: str, kind: str) -> Apply:
 
 
 WATCHED: tuple[Watched, ...] = (
-    Watched("", "v1", "pods", PodiumScheduler.on_pod),
+    Watched("", "v1", "pods", PodiumScheduler.on_pod, direct=True),
     Watched("", "v1", "nodes", PodiumScheduler.on_node),
     Watched("", "v1", "namespaces", PodiumScheduler.on_namespace, relisted=False),
     Watched("policy", "v1", "poddisruptionbudgets", PodiumScheduler.on_pdb, relisted=False),
@@ -75,18 +82,55 @@ WATCHED: tuple[Watched, ...] = (
 )
 
 
-def _register(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler, row: Watched) -> None:
-    @kopf.on.event(row.group, row.version, row.plural, registry=registry, id=f"{row.plural}_event")
-    async def event_handler(event: kopf.RawEvent, **_: Any) -> None:
+def handler(scheduler: PodiumScheduler, row: Watched) -> Deliver:
+    """The one place where an event of ``row``'s kind becomes cache and queue updates."""
+    resync = row.relisted and not row.direct  # a direct stream reconciles its own relists
+
+    def handle(event_type: str | None, body: Mapping[str, Any]) -> None:
         try:
-            row.apply(scheduler, event.get("type"), event.get("object") or {})
-            if row.relisted and event.get("type") is None:  # a (re)list: reconcile once over
+            row.apply(scheduler, event_type, body)
+            if resync and event_type is None:  # a (re)list: reconcile once over
                 scheduler.resync.listed(row.plural)
         except Exception:  # a poison object must never stop the watch
             log.exception("event_failed", kind=row.plural)
 
+    return handle
+
+
+def _register(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler, row: Watched) -> None:
+    handle = handler(scheduler, row)
+
+    @kopf.on.event(row.group, row.version, row.plural, registry=registry, id=f"{row.plural}_event")
+    async def event_handler(event: kopf.RawEvent, **_: Any) -> None:
+        handle(event.get("type"), event.get("object") or {})
+
 
 def register_watches(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -> None:
-    """One ``kopf.on.event`` handler per watched kind; ``async`` so it runs on the loop."""
+    """One ``kopf.on.event`` handler per kopf-watched kind; ``async`` so it runs on the loop."""
     for row in WATCHED:
-        _register(registry, scheduler, row)
+        if not row.direct:
+            _register(registry, scheduler, row)
+
+
+def direct_watches(
+    scheduler: PodiumScheduler, client: KubeClient, settings: ListWatchSettings | None = None
+) -> list[ListWatch]:
+    """A ``ListWatch`` per ``direct`` row, for the runtime to start among kopf's root tasks."""
+    streams = []
+
+    def cached(plural: str) -> Callable[[], Mapping[str, str]]:
+        return lambda: scheduler._cached_versions(plural)
+
+    for row in WATCHED:
+        if row.direct:
+            prefix = f"/apis/{row.group}/{row.version}" if row.group else f"/api/{row.version}"
+            streams.append(
+                ListWatch(
+                    client,
+                    f"{prefix}/{row.plural}",
+                    handler(scheduler, row),
+                    cached(row.plural),
+                    settings,
+                )
+            )
+    return streams

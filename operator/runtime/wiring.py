@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from podium.algorithms import load_entry_points
 from podium.handlers import (
+    direct_watches,
     register_policies,
     register_watches,
 )
@@ -32,6 +33,7 @@ from podium.kube.credentials import load_credentials
 from podium.kube.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
 from podium.policy import default_profile
+from podium.runtime.loopwatch import watch_loop
 from podium.scheduling.binder import Binder
 from podium.scheduling.scheduler import PodiumScheduler
 
@@ -282,6 +284,7 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         scheduler.active.clear()  # a standby keeps its cache warm but never binds
         tasks.add(asyncio.create_task(_lead(scheduler, client, options), name="leader-election"))
     events = asyncio.create_task(binder.events.run())
+    probe = asyncio.create_task(watch_loop(metrics), name="loop-probe")
     stopping = asyncio.create_task(stop_flag.wait())
     # kopf cancels, on its way out, every task created after it started; Podium's
     # own tasks are stopped here instead, in order, before kopf finishes.
@@ -293,6 +296,15 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         stop_flag=stop_flag,
         ready_flag=ready,
     )
+    # The pod firehose bypasses kopf's per-object workers (docs/architecture.md) but
+    # runs as one of kopf's root tasks: kopf starts it, stops it, and ends if it fails.
+    operator_tasks = [
+        *operator_tasks,
+        *(
+            asyncio.create_task(stream.run(), name=f"watch:{stream.path}")
+            for stream in direct_watches(scheduler, client)
+        ),
+    ]
     _own_signals(stop_flag)
     operator = asyncio.create_task(kopf.run_tasks(operator_tasks, ignored=ours), name="kopf")
     log.info("podium_started", scheduler_name=options.scheduler_name, server=creds.server)
@@ -309,10 +321,10 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         return 1
     finally:
         stop_flag.set()
-        for task in (*tasks, events, stopping):
+        for task in (*tasks, events, stopping, probe):
             task.cancel()
         # The Lease is released (a clean stop) before kopf and the client go.
-        await asyncio.wait({*tasks, events, stopping}, timeout=15)
+        await asyncio.wait({*tasks, events, stopping, probe}, timeout=15)
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(operator, timeout=10)
         await client.close()

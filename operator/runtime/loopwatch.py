@@ -1,0 +1,41 @@
+"""How long the event loop went without running its callbacks: the loop-stall probe.
+
+Everything Podium does shares one event loop: watch streams, Lease renewal,
+Bindings and the scheduling cycle, which is synchronous. A callback that runs
+too long (a cycle over many nodes, a large relist page, a garbage collection)
+delays all the others. A probe task sleeps ``interval`` and measures how late
+it wakes: a stall of length L that begins while the probe sleeps makes it wake
+up to L late, so the lateness is a lower bound of each stall and the largest one
+seen is the longest stall to within ``interval``. Each wake-up costs a few
+microseconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+
+from podium.metrics import Metrics
+
+__all__ = ["watch_loop"]
+
+INTERVAL = 0.05  # seconds between probes
+
+
+async def watch_loop(
+    metrics: Metrics,
+    interval: float = INTERVAL,
+    clock: Callable[[], float] = time.perf_counter,
+) -> None:
+    """Observe each probe's lateness in ``podium_event_loop_lag_seconds`` and keep the
+    largest in ``podium_event_loop_max_stall_seconds``, until cancelled."""
+    longest = 0.0
+    while True:
+        due = clock() + interval
+        await asyncio.sleep(interval)
+        late = max(0.0, clock() - due)
+        metrics.loop_lag.observe(late)
+        if late > longest:
+            longest = late
+            metrics.loop_max_stall.set(late)
