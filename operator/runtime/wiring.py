@@ -28,6 +28,7 @@ from podium.handlers import (
     register_policies,
     register_watches,
 )
+from podium.handlers.listwatch import ListWatchSettings
 from podium.kube.client import ApiError, KubeClient
 from podium.kube.credentials import load_credentials
 from podium.kube.leader import LeaderElector, LeaseSettings, LostLeadership
@@ -302,7 +303,9 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         *operator_tasks,
         *(
             asyncio.create_task(stream.run(), name=f"watch:{stream.path}")
-            for stream in direct_watches(scheduler, client)
+            for stream in direct_watches(
+                scheduler, client, ListWatchSettings(server_timeout=options.watch_timeout)
+            )
         ),
     ]
     _own_signals(stop_flag)
