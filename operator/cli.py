@@ -63,6 +63,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--max-binds-in-flight", type=_positive, default=256)
     run.add_argument(
+        "--event-loop",
+        choices=("asyncio", "uvloop"),
+        default=os.environ.get("PODIUM_EVENT_LOOP", "asyncio"),
+        help="event loop: the stdlib's or uvloop, with its socket fix (docs/architecture.md); "
+        "default $PODIUM_EVENT_LOOP, else asyncio",
+    )
+    run.add_argument(
         "--kube-api-qps",
         type=_non_negative,
         default=0.0,
@@ -175,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _run(args: argparse.Namespace) -> int:
     from podium.kube.leader import LeaseSettings
+    from podium.runtime.eventloop import loop_factory
     from podium.runtime.gctune import tune_gc
     from podium.runtime.logs import configure_logging
     from podium.runtime.wiring import RunOptions, run_operator
@@ -218,11 +226,8 @@ def _run(args: argparse.Namespace) -> int:
         return await run_operator(options, stop)
 
     try:
-        # The stdlib loop, not uvloop: uvloop loses track of sockets whose connect
-        # fails or is cancelled mid-handshake (as on every kube-apiserver restart),
-        # then refuses or closes the wrong file descriptor, and kopf's watchers end
-        # the operator. tests/unit/test_kube_client.py replays that churn.
-        return asyncio.run(main())
+        with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:
+            return runner.run(main())
     except FileNotFoundError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return 1

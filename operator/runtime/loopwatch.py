@@ -16,9 +16,13 @@ import asyncio
 import time
 from collections.abc import Callable
 
+import structlog
+
 from podium.metrics import Metrics
 
 __all__ = ["watch_loop"]
+
+log = structlog.get_logger("podium.runtime.loopwatch")
 
 INTERVAL = 0.05  # seconds between probes
 
@@ -31,11 +35,14 @@ async def watch_loop(
     """Observe each probe's lateness in ``podium_event_loop_lag_seconds`` and keep the
     largest in ``podium_event_loop_max_stall_seconds``, until cancelled."""
     longest = 0.0
-    while True:
-        due = clock() + interval
-        await asyncio.sleep(interval)
-        late = max(0.0, clock() - due)
-        metrics.loop_lag.observe(late)
-        if late > longest:
-            longest = late
-            metrics.loop_max_stall.set(late)
+    try:
+        while True:
+            due = clock() + interval
+            await asyncio.sleep(interval)
+            late = max(0.0, clock() - due)
+            metrics.loop_lag.observe(late)
+            if late > longest:
+                longest = late
+                metrics.loop_max_stall.set(late)
+    finally:  # on stop, for logs without a metrics scrape (the benchmark's)
+        log.info("event_loop_max_stall", seconds=round(longest, 4))

@@ -310,8 +310,10 @@ class PodiumScheduler:
             for item in pdbs.get("items") or []:
                 self.on_pdb(None, item)
         pods = await client.get("/api/v1/pods")
-        for item in pods.get("items") or []:
+        for index, item in enumerate(pods.get("items") or []):
             self.on_pod(None, item)
+            if index % 500 == 499:
+                await asyncio.sleep(0)  # the loop's other tasks run between batches
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
     # -- the scheduling loop ------------------------------------------------------------
