@@ -36,6 +36,8 @@ class Watched:
     plural: str
     apply: Apply
     relisted: bool = True
+    # Watched only when discovery showed the kind served (the beta Workload API).
+    optional: bool = False
 
 
 def _store(method: str, kind: str) -> Apply:
@@ -72,6 +74,18 @@ WATCHED: tuple[Watched, ...] = (
             ("apps", "statefulsets"),
         )
     ),
+    # Workload and PodGroup, for gang scheduling, when the GenericWorkload gate is on.
+    *(
+        Watched(
+            "scheduling.k8s.io",
+            "v1beta1",
+            plural,
+            _store("on_pod_group", plural),
+            relisted=False,
+            optional=True,
+        )
+        for plural in ("workloads", "podgroups")
+    ),
 )
 
 
@@ -89,4 +103,5 @@ def _register(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler, row: 
 def register_watches(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -> None:
     """One ``kopf.on.event`` handler per watched kind; ``async`` so it runs on the loop."""
     for row in WATCHED:
-        _register(registry, scheduler, row)
+        if not row.optional or scheduler.pod_groups.served:
+            _register(registry, scheduler, row)

@@ -99,6 +99,8 @@ class PodInfo:
     conditions: dict[str, dict[str, Any]]
     raw: Json
     problem: str = ""
+    # spec.schedulingGroup.podGroupName: the PodGroup (same namespace) the pod belongs to.
+    pod_group: str = ""
 
     @property
     def key(self) -> str:
@@ -280,6 +282,7 @@ def parse_pod(body: Json) -> PodInfo:
         conditions=conditions,
         raw=body,
         problem="; ".join(resources.problems),
+        pod_group=str(_dict(spec.get("schedulingGroup")).get("podGroupName") or ""),
     )
 
 

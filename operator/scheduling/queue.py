@@ -195,6 +195,19 @@ class SchedulingQueue:
             self._wakeup.clear()
             await self._wakeup.wait()
 
+    def take(self, uid: str) -> QueuedPod | None:
+        """Claim a waiting pod for a pod-group cycle, as ``pop`` would; None if it is not
+        waiting (in flight, gated, or gone)."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.where not in ("active", "backoff", "unschedulable"):
+            return None
+        entry.cycle = self.scheduling_cycle
+        self._set_where(entry, "in_flight")  # heap entries for it are skipped from now on
+        entry.attempts += 1
+        if entry.first_attempt == 0.0:
+            entry.first_attempt = self.clock()
+        return entry
+
     def requeue(
         self, entry: QueuedPod, rejected_by: frozenset[str] = frozenset(), error: bool = False
     ) -> None:
