@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio import client
@@ -108,7 +108,7 @@ async def test_issue_cases_match_kube_scheduler(
                 await create_group(api_client, namespace, pod_group(name, case.min_count))
             for i in range(case.members):
                 body = member(f"{name}-{i}", name, side, case.cpu, {SIDE: side})
-                await core.create_namespaced_pod(namespace, body)
+                await core.create_namespaced_pod(namespace, cast(Any, body))
     expected = {c.group: (c.bound, c.condition) for c in CASES}
 
     async def settled() -> dict[str, dict[str, Any]] | None:
@@ -128,7 +128,7 @@ async def test_issue_cases_match_kube_scheduler(
     for side in sides.values():
         name = f"{side}-waiting"
         await core.create_namespaced_pod(
-            namespace, member(f"{name}-2", name, side, "100m", {SIDE: side})
+            namespace, cast(Any, member(f"{name}-2", name, side, "100m", {SIDE: side}))
         )
         await create_group(api_client, namespace, pod_group(f"{side}-missing", 2))
 
@@ -166,7 +166,7 @@ async def test_twenty_gangs_for_room_for_ten_never_partial(
         await create_group(api_client, namespace, pod_group(gang, 4))
         for i in range(4):
             await core.create_namespaced_pod(
-                namespace, member(f"{gang}-{i}", gang, scheduler, "1", {SIDE: scheduler})
+                namespace, cast(Any, member(f"{gang}-{i}", gang, scheduler, "1", {SIDE: scheduler}))
             )
 
     await asyncio.gather(*(submit(g) for g in gangs))
