@@ -270,7 +270,10 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
         condition = {"status": "True", "reason": "Scheduled", "message": ""}
     else:
         condition = {"status": "False", "reason": "Unschedulable", "message": condition_message}
-    sched._spawn(write_condition(sched, group, condition))
+    conditions = merged_conditions(group, condition)
+    if conditions is not None:
+        sched.pod_groups.written(group.key, tuple(conditions))
+        sched._spawn(write_conditions(sched, group, conditions))
 
 
 def merged_conditions(group: PodGroup, condition: dict[str, str]) -> list[dict[str, Any]] | None:
@@ -296,12 +299,9 @@ def merged_conditions(group: PodGroup, condition: dict[str, str]) -> list[dict[s
     return [*others, new]
 
 
-async def write_condition(
-    sched: PodiumScheduler, group: PodGroup, condition: dict[str, str]
+async def write_conditions(
+    sched: PodiumScheduler, group: PodGroup, conditions: list[dict[str, Any]]
 ) -> None:
-    conditions = merged_conditions(group, condition)
-    if conditions is None:
-        return
     path = f"{WORKLOAD_API}/namespaces/{group.namespace}/podgroups/{group.name}/status"
     try:
         await sched.binder.client.patch(

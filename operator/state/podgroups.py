@@ -9,7 +9,7 @@ with ``spec.schedulingGroup.podGroupName`` in the same namespace.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -114,6 +114,13 @@ class PodGroupStore:
         ):
             return None  # a status write (ours included) changes no decision
         return group
+
+    def written(self, key: str, conditions: tuple[Mapping[str, Any], ...]) -> None:
+        """Conditions this scheduler is writing: the next cycle must see them before the
+        watch brings them back (a late member must not set a scheduled group to False)."""
+        group = self.groups.get(key)
+        if group is not None:
+            self.groups[key] = replace(group, conditions=conditions)
 
     def cached_versions(self, kind: str) -> dict[str, str]:
         if kind == "workloads":

@@ -344,3 +344,22 @@ def test_pre_enqueue_messages_are_kube_schedulers(
         sched.on_pod("ADDED", _member(f"m{i}", "1"))
     first = next(iter(sched.queue.entries.values())).pod
     assert pre_enqueue(sched, first) == reason
+
+
+async def test_a_late_member_right_after_success_never_sets_the_group_false() -> None:
+    """The True condition counts from the moment it is decided, before the watch echoes it."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for body in (_member("m0", "1"), _member("m1", "1")):
+        sched.on_pod("ADDED", body)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    sched.on_pod("ADDED", _member("late", "9"))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert set(binder.bound) == {"m0", "m1"}
+    assert binder.messages == {"late": "0/1 nodes are available: 1 Insufficient cpu."}
+    written = [body["status"]["conditions"][-1]["status"] for _, body in binder.client.patches]
+    assert written == ["True"]
