@@ -21,6 +21,7 @@ from podium.devcluster import WORKLOAD_GATES
 from podium.devcluster.objects import wait_for
 from podium.kube.manifests import make_node
 from tests.e2e.gang import bound_by_group, create_group, group_condition, member, pod_group
+from tests.e2e.test_declared_features import logged_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -94,7 +95,13 @@ async def test_issue_cases_match_kube_scheduler(
     podium: Any,
 ) -> None:
     sides = {"kube": f"{namespace[:30]}-k", "podium": f"{namespace[:30]}-p"}
-    await kube_scheduler(sides["kube"], feature_gates=WORKLOAD_GATES)
+    kube = await kube_scheduler(sides["kube"], feature_gates=WORKLOAD_GATES)
+    # With the gate, kube-scheduler's default profile adds GangScheduling, last; the
+    # alpha TopologyAwareWorkloadScheduling plugins stay out.
+    (profile,) = logged_config(kube.log_path)["profiles"]
+    names = [p["name"] for p in profile["plugins"]["multiPoint"]["enabled"]]
+    assert names[-2:] == ["NodeDeclaredFeatures", "GangScheduling"]
+    assert not {"TopologyPlacementGenerator", "PodGroupPodsCount"} & set(names)
     await podium("--scheduler-name", sides["podium"])
     core = client.CoreV1Api(api_client)
     for side in sides.values():
