@@ -58,8 +58,6 @@ class ClusterEvent(enum.Flag):
     ASSIGNED_POD_SCALE_DOWN = enum.auto()
     VOLUME = enum.auto()
     POLICY = enum.auto()
-    # A PodGroup was added or changed, or a pod joined one (GangScheduling's events).
-    POD_GROUP = enum.auto()
 
     @classmethod
     def any_node_change(cls) -> ClusterEvent:

@@ -107,6 +107,10 @@ class PodInfo:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def group_key(self) -> str:
+        return f"{self.namespace}/{self.pod_group}"
+
+    @property
     def terminal(self) -> bool:
         return self.phase in TERMINAL_PHASES
 

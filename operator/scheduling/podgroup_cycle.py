@@ -14,7 +14,7 @@ kube-scheduler v1.37 with the GenericWorkload gate (``gangscheduling.go`` and
 
 All assumptions happen in one synchronous step, before any bind starts, so no other
 pod's cycle can interleave with a half-placed group, and no member ever waits at Permit
-for the rest (Go's 5-minute ``PERMIT_TIMEOUT`` applies to members that do).
+for the rest: kube-scheduler's 5-minute Permit timeout has nothing to time out.
 Group preemption is not done: an unschedulable group reports that no victims were found.
 """
 
@@ -32,7 +32,7 @@ from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_bi
 from podium.framework.cycle import Placement
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
-from podium.scheduling.queue import QueuedPod
+from podium.scheduling.queue import GANG, QueuedPod
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
 from podium.state.volumes import pod_claims
 
@@ -41,8 +41,6 @@ if TYPE_CHECKING:
     from podium.scheduling.scheduler import PodiumScheduler
 
 __all__ = [
-    "GANG",
-    "PERMIT_TIMEOUT",
     "GroupOutcome",
     "group_unschedulable",
     "pre_enqueue",
@@ -51,8 +49,6 @@ __all__ = [
 
 log = structlog.get_logger("podium.scheduling.podgroup")
 
-GANG = "GangScheduling"
-PERMIT_TIMEOUT = 300.0
 GROUP_ERROR = "pod group is unschedulable"
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
@@ -64,11 +60,10 @@ def _go_quote(text: str) -> str:
 
 def group_members(sched: PodiumScheduler, pod: PodInfo) -> tuple[list[QueuedPod], list[PodInfo]]:
     """The group's pods in the queue, and those assumed or bound (Go's scheduled pods)."""
-    same = (pod.namespace, pod.pod_group)
-    queued = [e for e in sched.queue.entries.values() if (e.pod.namespace, e.pod.pod_group) == same]
-    scheduled = [
-        s.pod for s in sched.cache.pods.values() if (s.pod.namespace, s.pod.pod_group) == same
-    ]
+    uids = sched.pod_groups.member_uids(pod.group_key)
+    entries, placed = sched.queue.entries, sched.cache.pods
+    queued = [entries[uid] for uid in uids if uid in entries]
+    scheduled = [placed[uid].pod for uid in uids if uid in placed]
     return queued, scheduled
 
 

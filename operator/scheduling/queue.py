@@ -27,14 +27,17 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from podium.framework.plugin import ClusterEvent
 from podium.kube.objects import PodInfo, requirements_changed
 
-__all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue"]
+__all__ = ["GANG", "QueueSettings", "QueuedPod", "SchedulingQueue"]
+
+GANG = "GangScheduling"
+"""The rejecting plugin of a pod that waits for its PodGroup (PreEnqueue)."""
 
 Where = Literal["active", "backoff", "unschedulable", "gated", "in_flight"]
 
@@ -207,6 +210,14 @@ class SchedulingQueue:
         if entry.first_attempt == 0.0:
             entry.first_attempt = self.clock()
         return entry
+
+    def wake(self, uids: Iterable[str]) -> None:
+        """GangScheduling's events: members waiting for their group (PreEnqueue) go back
+        to activeQ, as kube-scheduler re-runs PreEnqueue for them."""
+        for uid in uids:
+            entry = self.entries.get(uid)
+            if entry is not None and entry.where == "unschedulable" and GANG in entry.rejected_by:
+                self._push_active(entry)
 
     def requeue(
         self, entry: QueuedPod, rejected_by: frozenset[str] = frozenset(), error: bool = False

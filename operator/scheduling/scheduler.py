@@ -36,7 +36,7 @@ from podium.kube.resources import requests_decreased
 from podium.metrics import Metrics
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.podgroup_cycle import GANG, schedule_group
+from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
 from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.scheduling.resync import Resyncer
@@ -126,7 +126,6 @@ class PodiumScheduler:
             for name, events in profile.interest().items():
                 interest[name] = interest.get(name, ClusterEvent(0)) | events
         interest[NO_POLICY] = ClusterEvent.POLICY
-        interest[GANG] = ClusterEvent.POD_GROUP | ClusterEvent.ASSIGNED_POD_ADD
         self.queue.interest = interest
         self.shadow.profiles = shadows_by_target(self.profiles.values())
 
@@ -205,13 +204,16 @@ class PodiumScheduler:
 
     def on_pod_group(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A Workload or PodGroup event; a new or changed PodGroup may free its members."""
-        if self.pod_groups.apply(kind, event_type, body) is not None:
-            self.queue.on_event(ClusterEvent.POD_GROUP)
+        group = self.pod_groups.apply(kind, event_type, body)
+        if group is not None:
+            self.queue.wake(self.pod_groups.member_uids(group.key))
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)
         if not pod.uid:
             return
+        if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
+            self.queue.wake(self.pod_groups.member_uids(pod.group_key))
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
             self.nominator.remove(pod.uid)
         elif self.serves(pod.scheduler_name):
@@ -248,10 +250,7 @@ class PodiumScheduler:
             return
         if self.cache.is_assumed(pod.uid):
             return  # a stale unbound copy while our bind is in flight
-        joined = bool(pod.pod_group) and pod.uid not in self.queue
         self.queue.add(pod)
-        if joined:  # it may complete its gang's minCount
-            self.queue.on_event(ClusterEvent.POD_GROUP)
 
     def _cached_versions(self, kind: str) -> dict[str, str]:
         """What Podium holds of ``kind``, key -> resourceVersion, for a resync."""
@@ -285,6 +284,7 @@ class PodiumScheduler:
 
     def _pod_gone(self, uid: str) -> None:
         self.nominator.remove(uid)
+        self.pod_groups.leave(uid)
         removed = self.cache.remove_pod(uid)
         self.queue.delete(uid)
         if removed is not None:

@@ -12,6 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from podium.kube.objects import PodInfo
+
 __all__ = [
     "INITIALLY_SCHEDULED",
     "KINDS",
@@ -88,9 +90,31 @@ class PodGroupStore:
     workloads: dict[str, str] = field(default_factory=dict)  # key -> resourceVersion
     # Whether the API server serves the Workload API (set once, from discovery).
     served: bool = False
+    # Every known pod of each group, pending or placed: a group's members in O(its size).
+    _members: dict[str, set[str]] = field(default_factory=dict)
+    _group_of: dict[str, str] = field(default_factory=dict)
 
     def get(self, namespace: str, name: str) -> PodGroup | None:
         return self.groups.get(f"{namespace}/{name}")
+
+    def join(self, pod: PodInfo) -> bool:
+        """Index a pod of a group (spec.schedulingGroup is immutable); True if new."""
+        if pod.uid in self._group_of:
+            return False
+        self._group_of[pod.uid] = pod.group_key
+        self._members.setdefault(pod.group_key, set()).add(pod.uid)
+        return True
+
+    def leave(self, uid: str) -> None:
+        key = self._group_of.pop(uid, None)
+        if key is not None:
+            members = self._members[key]
+            members.discard(uid)
+            if not members:
+                del self._members[key]
+
+    def member_uids(self, key: str) -> frozenset[str]:
+        return frozenset(self._members.get(key, ()))
 
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> PodGroup | None:
         """Apply one watch event; returns the PodGroup when one was added or changed."""

@@ -13,12 +13,12 @@ from podium.kube.objects import PodInfo
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.podgroup_cycle import (
-    GANG,
     MIN_COUNT_WAIT,
     NO_VICTIMS,
     merged_conditions,
     pre_enqueue,
 )
+from podium.scheduling.queue import GANG
 from podium.scheduling.scheduler import PodiumScheduler
 from podium.state.podgroups import PodGroup, parse_pod_group
 from tests.unit.builders import node, pod
@@ -363,3 +363,31 @@ async def test_a_late_member_right_after_success_never_sets_the_group_false() ->
     assert binder.messages == {"late": "0/1 nodes are available: 1 Insufficient cpu."}
     written = [body["status"]["conditions"][-1]["status"] for _, body in binder.client.patches]
     assert written == ["True"]
+
+
+@pytest.mark.parametrize("completes", ["third-member", "group-created", "min-count-lowered"])
+async def test_waiting_members_wake_when_their_group_can_start(completes: str) -> None:
+    """GangScheduling's events: a new member or a new or changed PodGroup wakes the group."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    if completes != "group-created":
+        sched.on_pod_group("podgroups", "ADDED", _group("g", 3))
+    members = 3 if completes == "group-created" else 2
+    for i in range(members):
+        sched.on_pod("ADDED", _member(f"m{i}", "1"))
+    while sched.queue.ready():  # every member is tried once and waits
+        sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    assert sched.queue.counts()["unschedulable"] == members
+    if completes == "third-member":
+        sched.on_pod("ADDED", _member("m2", "1"))
+    elif completes == "group-created":
+        sched.on_pod_group("podgroups", "ADDED", _group("g", 3))
+    else:
+        lowered = _group("g", 2)
+        lowered["metadata"]["generation"] = 2
+        sched.on_pod_group("podgroups", "MODIFIED", lowered)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert len(binder.bound) == (2 if completes == "min-count-lowered" else 3)
