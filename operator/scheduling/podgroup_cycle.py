@@ -51,6 +51,7 @@ log = structlog.get_logger("podium.scheduling.podgroup")
 
 GROUP_ERROR = "pod group is unschedulable"
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
+DRY_RUN = "SchedulerPolicy"  # what a dry-run decision waits for, as in schedule_one
 MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
@@ -102,6 +103,34 @@ def _feasibility(required: int, scheduled: int, remaining: int) -> tuple[str, st
     if scheduled < required:
         return "wait", f"minCount ({required}) is not yet satisfied: {counts}"
     return "ok", ""
+
+
+def validate_group(group: PodGroup, queued: list[PodInfo], scheduled: list[PodInfo]) -> str:
+    """Go's validatePodGroup: '' or why the group cannot be scheduled at all.
+
+    Every member (queued, then scheduled) needs the first queued member's schedulerName
+    and preemption policy, and the PodGroup's priority.
+    """
+    if not queued:
+        return ""
+    scheduler, policy = queued[0].scheduler_name, queued[0].preemption_policy
+    for pod in [*queued, *scheduled]:
+        if pod.scheduler_name != scheduler:
+            return (
+                "all pods in a single pod group should have the same .spec.schedulerName set, "
+                f"got: {_go_quote(pod.scheduler_name)} and {_go_quote(scheduler)}"
+            )
+        if pod.priority != group.priority:
+            return (
+                "all pods in a single pod group should have the same priority as the pod "
+                f"group's priority, got {pod.priority} and {group.priority}"
+            )
+        if pod.preemption_policy != policy:
+            return (
+                "all pods in a single pod group should have the same preemption policy, "
+                f"got {pod.preemption_policy} and {policy}"
+            )
+    return ""
 
 
 def place_group(
@@ -197,6 +226,18 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
         else:
             live.append(member)
     live.sort(key=lambda e: (-e.pod.priority, e.pod.created, e.pod.name))
+    invalid = validate_group(group, [m.pod for m in live], scheduled)
+    if invalid:
+        for member in live:
+            sched._fail(member, "SchedulerError", invalid, error=True, profile=profile)
+        log.info("pod_group_invalid", pod_group=group.key, message=invalid)
+        _write(
+            sched,
+            profile,
+            group,
+            {"status": "False", "reason": "SchedulerError", "message": invalid},
+        )
+        return
     sched.snapshot.update(sched.cache)
     if len(sched.snapshot) == 0:
         for member in live:
@@ -210,6 +251,19 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
         return
     outcome = place_group(sched, profile, group, live, len(scheduled))
     elapsed = time.perf_counter() - started
+    if profile.dry_run:  # decided, never bound: members wait as schedule_one's dry run does
+        for member, placement in outcome.placements:
+            if outcome.success and placement is not None and placement.node:
+                sched.cache.forget_pod(member.pod)
+            sched.queue.requeue(member, rejected_by=frozenset({DRY_RUN}))
+        log.info(
+            "dry_run_pod_group",
+            pod_group=group.key,
+            result="scheduled" if outcome.success else "unschedulable",
+            nodes={m.pod.name: p.node for m, p in outcome.placements if p is not None and p.node},
+            duration_ms=round(elapsed * 1000, 3),
+        )
+        return
     condition_message = ""
     if not outcome.success:
         condition_message = group_unschedulable(outcome, profile.preemption)
@@ -259,14 +313,19 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
         message=condition_message,
         duration_ms=round(elapsed * 1000, 3),
     )
-    if profile.dry_run:
-        return
     if outcome.success:
-        condition = {"status": "True", "reason": "Scheduled", "message": ""}
+        _write(sched, profile, group, {"status": "True", "reason": "Scheduled", "message": ""})
     else:
-        condition = {"status": "False", "reason": "Unschedulable", "message": condition_message}
+        reason = {"status": "False", "reason": "Unschedulable", "message": condition_message}
+        _write(sched, profile, group, reason)
+
+
+def _write(
+    sched: PodiumScheduler, profile: Profile, group: PodGroup, condition: dict[str, str]
+) -> None:
+    """Set the condition now for the next cycle, and write it to the API server."""
     conditions = merged_conditions(group, condition)
-    if conditions is not None:
+    if conditions is not None and not profile.dry_run:
         sched.pod_groups.written(group.key, tuple(conditions))
         sched._spawn(write_conditions(sched, group, conditions))
 

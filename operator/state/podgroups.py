@@ -40,6 +40,8 @@ class PodGroup:
     generation: int
     resource_version: str
     conditions: tuple[Mapping[str, Any], ...] = ()
+    # spec.priority; unset is 0 (Go's PodGroupPriority). Every member must have it.
+    priority: int = 0
 
     @property
     def key(self) -> str:
@@ -71,6 +73,7 @@ def parse_pod_group(body: Mapping[str, Any]) -> PodGroup:
         raw = gang.get("minCount")
         min_count = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
     generation = meta.get("generation")
+    priority = spec.get("priority")
     conditions = _dict(body.get("status")).get("conditions")
     return PodGroup(
         namespace=str(meta.get("namespace") or "default"),
@@ -79,6 +82,7 @@ def parse_pod_group(body: Mapping[str, Any]) -> PodGroup:
         generation=generation if isinstance(generation, int) else 0,
         resource_version=str(meta.get("resourceVersion") or ""),
         conditions=tuple(c for c in conditions or () if isinstance(c, Mapping)),
+        priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
     )
 
 

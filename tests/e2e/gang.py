@@ -33,8 +33,11 @@ def member(
     scheduler: str,
     cpu: str,
     node_selector: Mapping[str, str] | None = None,
+    priority: int | None = None,
 ) -> dict[str, Any]:
-    body = make_pod(name, cpu=cpu, scheduler_name=scheduler, node_selector=node_selector)
+    body = make_pod(
+        name, cpu=cpu, scheduler_name=scheduler, node_selector=node_selector, priority=priority
+    )
     body["spec"]["schedulingGroup"] = {"podGroupName": group}
     return body
 

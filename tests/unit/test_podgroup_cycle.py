@@ -23,6 +23,7 @@ from podium.scheduling.scheduler import PodiumScheduler
 from podium.state.podgroups import PodGroup, parse_pod_group
 from tests.unit.builders import node, pod
 
+EARLIER = "2025-01-01T00:00:00Z"  # members are tried oldest first
 INSUFFICIENT = "0/2 nodes are available: 2 Insufficient cpu."
 GROUP_ERROR = "pod group is unschedulable"
 SHORT = "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"  # never evaluated: no prefix
@@ -141,7 +142,7 @@ CASES = [
     Case(
         "first-member-fails-early-stop",
         _group("g", 2),
-        [_member("m0", "9", priority=10), _member("m1", "1"), _member("m2", "1")],
+        [_member("m0", "9", created=EARLIER), _member("m1", "1"), _member("m2", "1")],
         {"m1", "m2"},
         {"m0": INSUFFICIENT},
         ("True", ""),
@@ -149,7 +150,7 @@ CASES = [
     Case(
         "a-failure-that-breaks-min-count-ends-the-cycle",
         _group("g", 3),
-        [_member("m0", "9", priority=10), _member("m1", "1"), _member("m2", "1")],
+        [_member("m0", "9", created=EARLIER), _member("m1", "1"), _member("m2", "1")],
         set(),
         {"m0": INSUFFICIENT, "m1": SHORT, "m2": SHORT},
         ("False", f"{SHORT}, {NO_VICTIMS}"),
@@ -391,3 +392,61 @@ async def test_waiting_members_wake_when_their_group_can_start(completes: str) -
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
     await asyncio.gather(*list(sched._tasks))
     assert len(binder.bound) == (2 if completes == "min-count-lowered" else 3)
+
+
+PRIORITY = (
+    "all pods in a single pod group should have the same priority as the pod group's "
+    "priority, got 10 and 0"
+)
+POLICY = (
+    "all pods in a single pod group should have the same preemption policy, "
+    "got Never and PreemptLowerPriority"
+)
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ([_member("m0", "1", priority=10), _member("m1", "1", priority=10)], PRIORITY),
+        ([_member("m0", "1"), _member("m1", "1", preemptionPolicy="Never")], POLICY),
+        (
+            [_member("m0", "1"), _member("b0", "1", node_name="n0", priority=10)],
+            PRIORITY,  # scheduled members are checked too
+        ),
+    ],
+    ids=["priority-differs-from-the-group", "preemption-policies-differ", "scheduled-member"],
+)
+async def test_an_invalid_group_is_a_scheduler_error(
+    members: list[dict[str, Any]], message: str
+) -> None:
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for body in members:
+        sched.on_pod("ADDED", body)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    pending = {b["metadata"]["name"] for b in members if not b["spec"].get("nodeName")}
+    assert binder.bound == {}
+    assert binder.messages == dict.fromkeys(pending, message)
+    (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", message)
+
+
+async def test_dry_run_decides_a_group_and_never_binds_or_writes() -> None:
+    binder = _Binder()
+    profile = default_profile("podium")
+    profile.dry_run = True
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for i in range(2):
+        sched.on_pod("ADDED", _member(f"m{i}", "1"))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert binder.bound == {} and binder.client.patches == []
+    assert not sched.cache.pods
+    assert sched.queue.counts()["unschedulable"] == 2

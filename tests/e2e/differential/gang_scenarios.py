@@ -5,8 +5,9 @@ PodGroup with members: gang (minCount 1-5) or basic policy, fewer members than
 minCount, exactly as many, or more, one cpu request for all members, sized so that
 the gang sometimes fits, sometimes only in part. Sometimes the PodGroup is created
 only after its members (the missing group), and sometimes more members arrive after
-the first decision (late members). Scenarios are pure data made from a seed, so a
-disagreement can be replayed exactly.
+the first decision (late members). Now and then the members' priority differs from
+the PodGroup's, which kube-scheduler rejects as a SchedulerError. Scenarios are pure
+data made from a seed, so a disagreement can be replayed exactly.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class GangScenario:
     late: int = 0
     request_m: int = 1000
     group_missing: bool = False
+    # Members' spec.priority; the PodGroup has none (0), so any other value is invalid.
+    priority: int | None = None
 
     def nodes(self, prefix: str) -> list[dict[str, Any]]:
         return [
@@ -66,4 +69,5 @@ def generate(seed: int) -> GangScenario:
     scenario.late = rng.choice((0, 0, 0, 1, 2))
     scenario.request_m = rng.choice(REQUESTS_M)
     scenario.group_missing = rng.random() < 0.15
+    scenario.priority = 10 if rng.random() < 0.08 else None
     return scenario

@@ -100,7 +100,12 @@ async def _add_members(
     core = client.CoreV1Api(api)
     for i in range(first, first + count):
         body = member(
-            f"{prefix}-m{i}", f"{prefix}-g", scheduler, f"{scenario.request_m}m", {SIDE: prefix}
+            f"{prefix}-m{i}",
+            f"{prefix}-g",
+            scheduler,
+            f"{scenario.request_m}m",
+            {SIDE: prefix},
+            scenario.priority,
         )
         body["metadata"]["labels"] = {"gang-member": prefix}
         await core.create_namespaced_pod(namespace, cast(Any, body))
