@@ -153,6 +153,9 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
     if not isinstance(post_events, bool):
         raise PolicyError("spec.postSuccessEvents must be a boolean")
     records = decision_records(spec)
+    gang = spec.get("gangScheduling", True)
+    if not isinstance(gang, bool):
+        raise PolicyError("spec.gangScheduling must be a boolean")
     shadow_of = shadow_target(spec, scheduler_name, mode)
     return Profile(
         scheduler_name=scheduler_name,
@@ -171,6 +174,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         record_decisions=records.enabled,
         record_top_nodes=records.top_nodes,
         shadow_of=shadow_of,
+        gang_scheduling=gang,
     )
 
 

@@ -18,6 +18,8 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from podium.devcluster import (
+    WORKLOAD_GATES,
+    WORKLOAD_RUNTIME_CONFIG,
     Binaries,
     BuildError,
     ComponentError,
@@ -74,9 +76,18 @@ async def control_plane(
 ) -> AsyncIterator[ControlPlane]:
     """One cluster for the session, with the audit log on (tests count Binding calls).
 
+    It serves the Workload API (GenericWorkload, for gang scheduling); kube-scheduler
+    runs without that gate unless a test passes ``feature_gates``.
+
     Logs, PKI and kubeconfig stay under pytest's basetemp for post-mortems.
     """
-    plane = ControlPlane(binaries, workdir=tmp_path_factory.mktemp("control-plane"), audit=True)
+    plane = ControlPlane(
+        binaries,
+        workdir=tmp_path_factory.mktemp("control-plane"),
+        audit=True,
+        feature_gates=WORKLOAD_GATES,
+        runtime_config=WORKLOAD_RUNTIME_CONFIG,
+    )
     try:
         await plane.astart()
     except ComponentError as exc:

@@ -6,7 +6,7 @@ from pinned Go modules (see build.py), never against mocks.
 """
 
 from .build import Binaries, BuildError, ensure_binaries
-from .cluster import ControlPlane
+from .cluster import WORKLOAD_GATES, WORKLOAD_RUNTIME_CONFIG, ControlPlane
 from .kwok import KWOK_NODE_ANNOTATION, Kwok
 from .node import RealNode
 from .process import ComponentError
@@ -14,6 +14,8 @@ from .scheduler import KubeScheduler
 
 __all__ = [
     "KWOK_NODE_ANNOTATION",
+    "WORKLOAD_GATES",
+    "WORKLOAD_RUNTIME_CONFIG",
     "Binaries",
     "BuildError",
     "ComponentError",

@@ -15,7 +15,7 @@ import os
 import shutil
 import ssl
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,18 @@ from .process import ComponentError, ManagedProcess, Service, free_ports, http_g
 SERVICE_CIDR = "10.0.0.0/24"
 KUBERNETES_SERVICE_IP = "10.0.0.1"
 """The `kubernetes` Service's ClusterIP: the first address of SERVICE_CIDR."""
+
+WORKLOAD_GATES: Mapping[str, bool] = {"GenericWorkload": True}
+"""The gate (beta, off by default) under which kube-apiserver and kube-scheduler serve and
+use the Workload API: Workload, PodGroup and pods' spec.schedulingGroup."""
+WORKLOAD_RUNTIME_CONFIG: Mapping[str, bool] = {"scheduling.k8s.io/v1beta1": True}
+"""The API server's --runtime-config that serves scheduling.k8s.io/v1beta1."""
+
+
+def flag_map(values: Mapping[str, bool]) -> str:
+    """A map flag's value as the Kubernetes binaries parse it: `a=true,b=false`."""
+    return ",".join(f"{key}={str(on).lower()}" for key, on in values.items())
+
 
 # Reads are not audited: tests count writes such as pods/binding creates.
 _AUDIT_POLICY = {
@@ -77,7 +89,9 @@ class ControlPlane(Service):
     write request (see audit_events()). real_nodes=True prepares the API server for a
     kubelet (see RealNode): ServiceAccount admission on, kubelets reached by their
     InternalIP only (never a DNS lookup of a node name), and the `kubernetes` Service
-    address in the serving certificate.
+    address in the serving certificate. feature_gates and runtime_config become the API
+    server's --feature-gates and --runtime-config, e.g. WORKLOAD_GATES and
+    WORKLOAD_RUNTIME_CONFIG to serve the Workload API (scheduling.k8s.io/v1beta1).
     """
 
     def __init__(
@@ -88,6 +102,8 @@ class ControlPlane(Service):
         perf: bool = False,
         audit: bool = False,
         real_nodes: bool = False,
+        feature_gates: Mapping[str, bool] | None = None,
+        runtime_config: Mapping[str, bool] | None = None,
         startup_timeout: float = 120.0,
     ) -> None:
         self._binaries = binaries
@@ -96,6 +112,8 @@ class ControlPlane(Service):
         self.perf = perf
         self.audit_log: Path | None = self.workdir / "audit.log" if audit else None
         self.real_nodes = real_nodes
+        self.feature_gates = dict(feature_gates or {})
+        self.runtime_config = dict(runtime_config or {})
         self.startup_timeout = startup_timeout
         self.kubeconfig = self.workdir / "kubeconfig"
         self.api_port, self._etcd_port, self._etcd_peer_port = free_ports(3)
@@ -248,6 +266,10 @@ class ControlPlane(Service):
                 "--max-mutating-requests-inflight=0",
                 "--enable-priority-and-fairness=false",
             ]
+        if self.feature_gates:
+            args.append(f"--feature-gates={flag_map(self.feature_gates)}")
+        if self.runtime_config:
+            args.append(f"--runtime-config={flag_map(self.runtime_config)}")
         if self.audit_log is not None:
             policy = self.workdir / "audit-policy.yaml"
             policy.write_text(yaml.safe_dump(_AUDIT_POLICY))

@@ -13,7 +13,7 @@ from typing import Any
 
 import yaml
 
-from .cluster import ControlPlane
+from .cluster import ControlPlane, flag_map
 from .process import ManagedProcess, Service, free_ports, http_get
 
 _NO_VERIFY = ssl.create_default_context()
@@ -25,7 +25,8 @@ class KubeScheduler(Service):
     """kube-scheduler with one profile, configured by a generated KubeSchedulerConfiguration.
 
     Leader election is off and client QPS/burst are 5000 (as in scheduler_perf), so
-    several instances with different scheduler names can share one cluster. Ready
+    several instances with different scheduler names can share one cluster.
+    feature_gates become --feature-gates (WORKLOAD_GATES turns gang scheduling on). Ready
     means /readyz is ok, which includes the scheduler's informer sync.
     """
 
@@ -37,6 +38,7 @@ class KubeScheduler(Service):
         percentage_of_nodes_to_score: int | None = None,
         plugins: Mapping[str, Any] | None = None,
         plugin_config: Sequence[Mapping[str, Any]] = (),
+        feature_gates: Mapping[str, bool] | None = None,
         verbosity: int = 2,
         startup_timeout: float = 60.0,
     ) -> None:
@@ -64,6 +66,7 @@ class KubeScheduler(Service):
         }
         self.config_path = control_plane.workdir / f"kube-scheduler-{scheduler_name}.yaml"
         self._verbosity = verbosity
+        self.feature_gates = dict(feature_gates or {})
         self._proc: ManagedProcess | None = None
 
     def _start_steps(self) -> Iterator[Callable[[], None]]:
@@ -77,6 +80,11 @@ class KubeScheduler(Service):
                 f"--secure-port={self.port}",
                 "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
                 f"--v={self._verbosity}",
+                *(
+                    [f"--feature-gates={flag_map(self.feature_gates)}"]
+                    if self.feature_gates
+                    else []
+                ),
             ],
             self.log_path,
         )

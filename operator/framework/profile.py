@@ -66,6 +66,9 @@ class Profile:
     record_top_nodes: int = 3
     # spec.shadowOf (DryRun only): also decide, never bind, every pod of that schedulerName.
     shadow_of: str = ""
+    # spec.gangScheduling: PodGroup members are placed together, all or none (needs the
+    # Workload API served; kube-scheduler's GangScheduling with GenericWorkload on).
+    gang_scheduling: bool = True
 
     def interest(self) -> dict[str, ClusterEvent]:
         """Which cluster events each filter wants, for moving unschedulable pods."""

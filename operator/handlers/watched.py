@@ -43,6 +43,8 @@ class Watched:
     relisted: bool = True
     # Watched by a direct ListWatch instead of kopf: the pod firehose (docs/architecture.md).
     direct: bool = False
+    # Watched only when discovery showed the kind served (the beta Workload API).
+    optional: bool = False
 
 
 def _store(method: str, kind: str) -> Apply:
@@ -79,6 +81,18 @@ WATCHED: tuple[Watched, ...] = (
             ("apps", "statefulsets"),
         )
     ),
+    # Workload and PodGroup, for gang scheduling, when the GenericWorkload gate is on.
+    *(
+        Watched(
+            "scheduling.k8s.io",
+            "v1beta1",
+            plural,
+            _store("on_pod_group", plural),
+            relisted=False,
+            optional=True,
+        )
+        for plural in ("workloads", "podgroups")
+    ),
 )
 
 
@@ -108,7 +122,7 @@ def _register(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler, row: 
 def register_watches(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler) -> None:
     """One ``kopf.on.event`` handler per kopf-watched kind; ``async`` so it runs on the loop."""
     for row in WATCHED:
-        if not row.direct:
+        if not row.direct and (not row.optional or scheduler.pod_groups.served):
             _register(registry, scheduler, row)
 
 

@@ -103,10 +103,16 @@ class PodInfo:
     # plugins read spec, status and metadata.ownerReferences from it.
     raw: Json
     problem: str = ""
+    # spec.schedulingGroup.podGroupName: the PodGroup (same namespace) the pod belongs to.
+    pod_group: str = ""
 
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def group_key(self) -> str:
+        return f"{self.namespace}/{self.pod_group}"
 
     @property
     def terminal(self) -> bool:
@@ -309,6 +315,7 @@ def parse_pod(body: Json) -> PodInfo:
         conditions=conditions,
         raw=slim_pod(body),
         problem="; ".join(resources.problems),
+        pod_group=str(_dict(spec.get("schedulingGroup")).get("podGroupName") or ""),
     )
 
 

@@ -273,6 +273,7 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         {options.scheduler_name: builtin},
         metrics,
     )
+    await scheduler.discover(client)
     registry = build_registry(scheduler, client, options)
     await scheduler.prime(client)
     ready = asyncio.Event()

@@ -27,14 +27,17 @@ import contextlib
 import heapq
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from podium.framework.plugin import ClusterEvent
 from podium.kube.objects import PodInfo, requirements_changed
 
-__all__ = ["QueueSettings", "QueuedPod", "SchedulingQueue"]
+__all__ = ["GANG", "QueueSettings", "QueuedPod", "SchedulingQueue"]
+
+GANG = "GangScheduling"
+"""The rejecting plugin of a pod that waits for its PodGroup (PreEnqueue)."""
 
 Where = Literal["active", "backoff", "unschedulable", "gated", "in_flight"]
 
@@ -194,6 +197,27 @@ class SchedulingQueue:
                 raise asyncio.CancelledError
             self._wakeup.clear()
             await self._wakeup.wait()
+
+    def take(self, uid: str) -> QueuedPod | None:
+        """Claim a waiting pod for a pod-group cycle, as ``pop`` would; None if it is not
+        waiting (in flight, gated, or gone)."""
+        entry = self.entries.get(uid)
+        if entry is None or entry.where not in ("active", "backoff", "unschedulable"):
+            return None
+        entry.cycle = self.scheduling_cycle
+        self._set_where(entry, "in_flight")  # heap entries for it are skipped from now on
+        entry.attempts += 1
+        if entry.first_attempt == 0.0:
+            entry.first_attempt = self.clock()
+        return entry
+
+    def wake(self, uids: Iterable[str]) -> None:
+        """GangScheduling's events: members waiting for their group (PreEnqueue) go back
+        to activeQ, as kube-scheduler re-runs PreEnqueue for them."""
+        for uid in uids:
+            entry = self.entries.get(uid)
+            if entry is not None and entry.where == "unschedulable" and GANG in entry.rejected_by:
+                self._push_active(entry)
 
     def requeue(
         self, entry: QueuedPod, rejected_by: frozenset[str] = frozenset(), error: bool = False

@@ -36,12 +36,15 @@ from podium.kube.resources import requests_decreased
 from podium.metrics import Metrics
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.nominator import Nominator
+from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
 from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder
 from podium.state.cache import Cache
+from podium.state.podgroups import KINDS as WORKLOAD_KINDS
+from podium.state.podgroups import WORKLOAD_API, PodGroupStore
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.snapshot import Snapshot
 from podium.state.volumes import KINDS as VOLUME_KINDS
@@ -103,6 +106,7 @@ class PodiumScheduler:
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
+        self.pod_groups = PodGroupStore()
         self.queue = SchedulingQueue()
         for profile in self.profiles.values():
             self.queue.profile_settings[profile.scheduler_name] = _queue_settings(profile)
@@ -198,10 +202,18 @@ class PodiumScheduler:
         if self.volumes.apply(kind, event_type, body):
             self.queue.on_event(ClusterEvent.VOLUME)
 
+    def on_pod_group(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Workload or PodGroup event; a new or changed PodGroup may free its members."""
+        group = self.pod_groups.apply(kind, event_type, body)
+        if group is not None:
+            self.queue.wake(self.pod_groups.member_uids(group.key))
+
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)
         if not pod.uid:
             return
+        if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
+            self.queue.wake(self.pod_groups.member_uids(pod.group_key))
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
             self.nominator.remove(pod.uid)
         elif self.serves(pod.scheduler_name):
@@ -272,10 +284,21 @@ class PodiumScheduler:
 
     def _pod_gone(self, uid: str) -> None:
         self.nominator.remove(uid)
+        self.pod_groups.leave(uid)
         removed = self.cache.remove_pod(uid)
         self.queue.delete(uid)
         if removed is not None:
             self.queue.on_event(ClusterEvent.ASSIGNED_POD_DELETE)
+
+    async def discover(self, client: KubeClient) -> None:
+        """Whether the API server serves the Workload API (GenericWorkload gate on)."""
+        try:
+            found = await client.get(WORKLOAD_API)
+        except ApiError:
+            found = {}
+        served = {str(r.get("name")) for r in found.get("resources") or []}
+        self.pod_groups.served = set(WORKLOAD_KINDS) <= served
+        log.info("workload_api", served=self.pod_groups.served)
 
     async def prime(self, client: KubeClient) -> None:
         """Load every node and pod before the first cycle, as informers sync first.
@@ -292,7 +315,9 @@ class PodiumScheduler:
             self.on_node(None, item)
         # Storage for the volume plugins, selectors for default spreading: a kind that
         # cannot be listed leaves its plugin seeing none of it, as without the watch.
-        stores = ((VOLUME_KINDS, self.on_volume), (SELECTOR_KINDS, self.on_selector))
+        stores = [(VOLUME_KINDS, self.on_volume), (SELECTOR_KINDS, self.on_selector)]
+        if self.pod_groups.served:
+            stores.append((WORKLOAD_KINDS, self.on_pod_group))
         for kinds, apply in stores:
             for kind, path in kinds.items():
                 try:
@@ -419,6 +444,9 @@ class PodiumScheduler:
             self._fail(
                 entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile
             )
+            return
+        if pod.pod_group and profile.gang_scheduling and self.pod_groups.served:
+            schedule_group(self, entry, profile)
             return
         self.snapshot.update(self.cache)
         if len(self.snapshot) == 0:

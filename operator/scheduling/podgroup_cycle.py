@@ -1,0 +1,365 @@
+"""The pod-group cycle: a PodGroup's members are placed together, bound all or none.
+
+kube-scheduler v1.37 with the GenericWorkload gate (``gangscheduling.go`` and
+``schedule_one_podgroup.go``) is the reference:
+
+- PreEnqueue: a member waits, with no condition or Event, while its PodGroup is missing
+  or (gang policy) the group has fewer pods than ``minCount``.
+- The cycle takes every queued member, places them one by one on the snapshot,
+  assuming each placed member so the next sees it, and checks after each whether
+  ``minCount`` (1 for a basic group) can still be met (PlacementFeasible). On success
+  the assumed members are bound; otherwise every assumption is reverted and no member
+  is bound: no partial gang ever holds resources.
+- The PodGroup's ``PodGroupInitiallyScheduled`` condition gets Go's reason and message.
+
+All assumptions happen in one synchronous step, before any bind starts, so no other
+pod's cycle can interleave with a half-placed group, and no member ever waits at Permit
+for the rest: kube-scheduler's 5-minute Permit timeout has nothing to time out.
+Group preemption is not done: an unschedulable group reports that no victims were found.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
+from podium.framework.cycle import Placement
+from podium.kube.client import ApiError
+from podium.kube.objects import PodInfo
+from podium.scheduling.queue import GANG, QueuedPod
+from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
+from podium.state.volumes import pod_claims
+
+if TYPE_CHECKING:
+    from podium.framework.profile import Profile
+    from podium.scheduling.scheduler import PodiumScheduler
+
+__all__ = [
+    "GroupOutcome",
+    "group_unschedulable",
+    "pre_enqueue",
+    "schedule_group",
+]
+
+log = structlog.get_logger("podium.scheduling.podgroup")
+
+GROUP_ERROR = "pod group is unschedulable"
+NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
+DRY_RUN = "SchedulerPolicy"  # what a dry-run decision waits for, as in schedule_one
+MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
+
+
+def _go_quote(text: str) -> str:
+    return json.dumps(text)
+
+
+def group_members(sched: PodiumScheduler, pod: PodInfo) -> tuple[list[QueuedPod], list[PodInfo]]:
+    """The group's pods in the queue, and those assumed or bound (Go's scheduled pods)."""
+    uids = sched.pod_groups.member_uids(pod.group_key)
+    entries, placed = sched.queue.entries, sched.cache.pods
+    queued = [entries[uid] for uid in uids if uid in entries]
+    scheduled = [placed[uid].pod for uid in uids if uid in placed]
+    return queued, scheduled
+
+
+def pre_enqueue(sched: PodiumScheduler, pod: PodInfo) -> str:
+    """GangScheduling's PreEnqueue: '' when the pod may be scheduled, else why it waits."""
+    group = sched.pod_groups.get(pod.namespace, pod.pod_group)
+    if group is None:
+        return (
+            f"waiting for pods's pod group {_go_quote(pod.pod_group)} to appear in scheduling queue"
+        )
+    if not group.gang:
+        return ""
+    queued, scheduled = group_members(sched, pod)
+    if len(queued) + len(scheduled) < group.required:
+        return MIN_COUNT_WAIT
+    return ""
+
+
+@dataclass(slots=True)
+class GroupOutcome:
+    """What one pod-group cycle decided: who is placed where, and the group's status."""
+
+    placements: list[tuple[QueuedPod, Placement | None]] = field(default_factory=list)
+    success: bool = False
+    # The status message (Go's Status.Message of the group's result), and whether it
+    # carries errPodGroupUnschedulable in front.
+    message: str = ""
+    with_error: bool = False
+
+
+def _feasibility(required: int, scheduled: int, remaining: int) -> tuple[str, str]:
+    """GangScheduling's PlacementFeasible: ('ok'|'wait'|'unschedulable', message)."""
+    counts = f"{scheduled} scheduled, {remaining} remaining"
+    if remaining + scheduled < required:
+        return "unschedulable", f"minCount ({required}) cannot be satisfied: {counts}"
+    if scheduled < required:
+        return "wait", f"minCount ({required}) is not yet satisfied: {counts}"
+    return "ok", ""
+
+
+def validate_group(group: PodGroup, queued: list[PodInfo], scheduled: list[PodInfo]) -> str:
+    """Go's validatePodGroup: '' or why the group cannot be scheduled at all.
+
+    Every member (queued, then scheduled) needs the first queued member's schedulerName
+    and preemption policy, and the PodGroup's priority.
+    """
+    if not queued:
+        return ""
+    scheduler, policy = queued[0].scheduler_name, queued[0].preemption_policy
+    for pod in [*queued, *scheduled]:
+        if pod.scheduler_name != scheduler:
+            return (
+                "all pods in a single pod group should have the same .spec.schedulerName set, "
+                f"got: {_go_quote(pod.scheduler_name)} and {_go_quote(scheduler)}"
+            )
+        if pod.priority != group.priority:
+            return (
+                "all pods in a single pod group should have the same priority as the pod "
+                f"group's priority, got {pod.priority} and {group.priority}"
+            )
+        if pod.preemption_policy != policy:
+            return (
+                "all pods in a single pod group should have the same preemption policy, "
+                f"got {pod.preemption_policy} and {policy}"
+            )
+    return ""
+
+
+def place_group(
+    sched: PodiumScheduler,
+    profile: Profile,
+    group: PodGroup,
+    entries: list[QueuedPod],
+    already_scheduled: int,
+) -> GroupOutcome:
+    """Place the members on the snapshot, assuming each; revert all unless the group fits.
+
+    On success the placed members stay assumed in the cache for their binds.
+    """
+    outcome = GroupOutcome()
+    required = group.required
+    scheduled, remaining = already_scheduled, len(entries)
+    verdict, message = _feasibility(required, scheduled, remaining)
+    if verdict == "unschedulable":
+        outcome.message, outcome.with_error = message, True
+        outcome.placements = [(e, None) for e in entries]
+        return outcome
+    assumed: list[PodInfo] = []
+    any_scheduled = False
+    sched.snapshot.update(sched.cache)
+    for entry in entries:
+        pod = entry.pod
+        placement = sched.algorithm.schedule(
+            profile,
+            sched.snapshot,
+            pod,
+            record=profile.record_decisions and profile.record_top_nodes > 0,
+            nominated=sched.nominator.by_node,
+            nominated_node=sched.nominator.node_of(pod.uid),
+        )
+        outcome.placements.append((entry, placement))
+        remaining -= 1
+        if placement.node:
+            sched.cache.assume_pod(pod, placement.node)
+            sched.snapshot.update(sched.cache)
+            assumed.append(pod)
+            scheduled += 1
+        verdict, message = _feasibility(required, scheduled, remaining)
+        if verdict == "unschedulable":
+            break
+        any_scheduled = any_scheduled or bool(placement.node)
+    outcome.placements += [(e, None) for e in entries[len(outcome.placements) :]]
+    outcome.success = verdict == "ok" and any_scheduled
+    if verdict == "ok" and not any_scheduled:
+        outcome.message, outcome.with_error = GROUP_ERROR, False
+    else:
+        outcome.message, outcome.with_error = message, verdict == "wait"
+    if not outcome.success:
+        for pod in reversed(assumed):
+            sched.cache.forget_pod(pod)
+        sched.snapshot.update(sched.cache)
+    return outcome
+
+
+def group_unschedulable(outcome: GroupOutcome, preemption: bool) -> str:
+    """The PodGroup condition's message for a failed cycle.
+
+    Go appends each PodGroupPostFilter plugin's reason: DefaultPreemption's (when the
+    profile preempts) and DynamicResources' empty one when it is the only one.
+    """
+    head = f"{GROUP_ERROR}, {outcome.message}" if outcome.with_error else outcome.message
+    if outcome.message == GROUP_ERROR:
+        head = GROUP_ERROR
+    return f"{head}, {NO_VICTIMS if preemption else ''}"
+
+
+def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -> None:
+    """Run one pod-group cycle for the group of the popped member ``entry``."""
+    started = time.perf_counter()
+    pod = entry.pod
+    waiting = pre_enqueue(sched, pod)
+    if waiting:
+        log.debug("pod_group_waiting", pod=pod.name, namespace=pod.namespace, reason=waiting)
+        sched.queue.requeue(entry, rejected_by=frozenset({GANG}))
+        return
+    group = sched.pod_groups.get(pod.namespace, pod.pod_group)
+    assert group is not None
+    queued, scheduled = group_members(sched, pod)
+    entries = [entry]
+    for other in queued:
+        if other is not entry and not other.pod.scheduling_gates:
+            taken = sched.queue.take(other.pod.uid)
+            if taken is not None:
+                entries.append(taken)
+    live: list[QueuedPod] = []
+    for member in entries:
+        if member.pod.deleting:
+            sched.queue.done(member.pod.uid)
+        else:
+            live.append(member)
+    live.sort(key=lambda e: (-e.pod.priority, e.pod.created, e.pod.name))
+    invalid = validate_group(group, [m.pod for m in live], scheduled)
+    if invalid:
+        for member in live:
+            sched._fail(member, "SchedulerError", invalid, error=True, profile=profile)
+        log.info("pod_group_invalid", pod_group=group.key, message=invalid)
+        _write(
+            sched,
+            profile,
+            group,
+            {"status": "False", "reason": "SchedulerError", "message": invalid},
+        )
+        return
+    sched.snapshot.update(sched.cache)
+    if len(sched.snapshot) == 0:
+        for member in live:
+            sched._fail(
+                member,
+                "Unschedulable",
+                "no nodes available to schedule pods",
+                rejected_by=frozenset({"NodeName"}),
+                profile=profile,
+            )
+        return
+    outcome = place_group(sched, profile, group, live, len(scheduled))
+    elapsed = time.perf_counter() - started
+    if profile.dry_run:  # decided, never bound: members wait as schedule_one's dry run does
+        for member, placement in outcome.placements:
+            if outcome.success and placement is not None and placement.node:
+                sched.cache.forget_pod(member.pod)
+            sched.queue.requeue(member, rejected_by=frozenset({DRY_RUN}))
+        log.info(
+            "dry_run_pod_group",
+            pod_group=group.key,
+            result="scheduled" if outcome.success else "unschedulable",
+            nodes={m.pod.name: p.node for m, p in outcome.placements if p is not None and p.node},
+            duration_ms=round(elapsed * 1000, 3),
+        )
+        return
+    condition_message = ""
+    if not outcome.success:
+        condition_message = group_unschedulable(outcome, profile.preemption)
+    for member, placement in outcome.placements:
+        if placement is not None and placement.node and outcome.success:
+            sched.nominator.remove(member.pod.uid)
+            record = sched._record(member, profile, placement)
+            plan = VolumePlan()
+            if pod_claims(member.pod) and volume_binding(profile) is not None:
+                node = sched.snapshot.nodes[sched.snapshot.index[placement.node]]
+                plan = plan_volumes(sched.volumes, member.pod, node)
+                sched.volume_binder.assume(plan)
+            sched.binds_in_flight += 1
+            sched._spawn(sched._bind(member, placement.node, profile, started, record, plan))
+            continue
+        if placement is not None and not placement.node:
+            diagnosis = placement.diagnosis
+            assert diagnosis is not None
+            sched._fail(
+                member,
+                "Unschedulable",
+                diagnosis.message(),
+                rejected_by=frozenset(diagnosis.rejected_by),
+                profile=profile,
+                elapsed=elapsed,
+                reasons=sorted(diagnosis.reasons),
+                placement=placement,
+            )
+        elif placement is not None:  # placed, then reverted with its group
+            sched._fail(
+                member,
+                "Unschedulable",
+                f"{GROUP_ERROR}, {condition_message}",
+                profile=profile,
+                elapsed=elapsed,
+                placement=placement,
+            )
+        else:  # never evaluated: the group's status before PostFilter
+            head = f"{GROUP_ERROR}, {outcome.message}" if outcome.with_error else outcome.message
+            sched._fail(member, "Unschedulable", head, profile=profile, elapsed=elapsed)
+    log.info(
+        "pod_group_cycle",
+        pod_group=group.key,
+        members=len(live),
+        placed=sum(1 for _, p in outcome.placements if p is not None and p.node),
+        result="scheduled" if outcome.success else "unschedulable",
+        message=condition_message,
+        duration_ms=round(elapsed * 1000, 3),
+    )
+    if outcome.success:
+        _write(sched, profile, group, {"status": "True", "reason": "Scheduled", "message": ""})
+    else:
+        reason = {"status": "False", "reason": "Unschedulable", "message": condition_message}
+        _write(sched, profile, group, reason)
+
+
+def _write(
+    sched: PodiumScheduler, profile: Profile, group: PodGroup, condition: dict[str, str]
+) -> None:
+    """Set the condition now for the next cycle, and write it to the API server."""
+    conditions = merged_conditions(group, condition)
+    if conditions is not None and not profile.dry_run:
+        sched.pod_groups.written(group.key, tuple(conditions))
+        sched._spawn(write_conditions(sched, group, conditions))
+
+
+def merged_conditions(group: PodGroup, condition: dict[str, str]) -> list[dict[str, Any]] | None:
+    """Go's SetStatusCondition on the group's conditions; None when nothing would change.
+
+    A True condition is never set back to False (a later cycle for extra members).
+    """
+    existing = group.condition()
+    if existing is not None and existing.get("status") == "True" and condition["status"] != "True":
+        return None
+    new = {"type": INITIALLY_SCHEDULED, **condition, "observedGeneration": group.generation}
+    if existing is not None:
+        same = all(existing.get(k) == v for k, v in new.items())
+        if same:
+            return None
+        transition = existing.get("lastTransitionTime")
+        if existing.get("status") != condition["status"] or not transition:
+            transition = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        new["lastTransitionTime"] = transition
+    else:
+        new["lastTransitionTime"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    others = [dict(c) for c in group.conditions if c.get("type") != INITIALLY_SCHEDULED]
+    return [*others, new]
+
+
+async def write_conditions(
+    sched: PodiumScheduler, group: PodGroup, conditions: list[dict[str, Any]]
+) -> None:
+    path = f"{WORKLOAD_API}/namespaces/{group.namespace}/podgroups/{group.name}/status"
+    try:
+        await sched.binder.client.patch(
+            path, {"status": {"conditions": conditions}}, kind="merge-patch"
+        )
+    except ApiError as exc:
+        log.warning("pod_group_status_failed", pod_group=group.key, error=str(exc))

@@ -1,0 +1,73 @@
+"""Random gang states for differential runs against kube-scheduler (GenericWorkload on).
+
+A scenario is 2-4 nodes, pods already bound to them (the existing load) and one
+PodGroup with members: gang (minCount 1-5) or basic policy, fewer members than
+minCount, exactly as many, or more, one cpu request for all members, sized so that
+the gang sometimes fits, sometimes only in part. Sometimes the PodGroup is created
+only after its members (the missing group), and sometimes more members arrive after
+the first decision (late members). Now and then the members' priority differs from
+the PodGroup's, which kube-scheduler rejects as a SchedulerError. Scenarios are pure
+data made from a seed, so a disagreement can be replayed exactly.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from podium.kube.manifests import make_node, make_pod
+
+SIDE = "podium.dev/gang-side"
+CPUS = (2, 4, 8)
+REQUESTS_M = (250, 500, 1000, 1500, 2000, 3000)
+
+
+@dataclass
+class GangScenario:
+    seed: int
+    node_cpus: list[int] = field(default_factory=list)
+    # (node index, millicpu) of each bound pod.
+    load: list[tuple[int, int]] = field(default_factory=list)
+    min_count: int | None = None  # None: the basic policy
+    members: int = 1
+    late: int = 0
+    request_m: int = 1000
+    group_missing: bool = False
+    # Members' spec.priority; the PodGroup has none (0), so any other value is invalid.
+    priority: int | None = None
+
+    def nodes(self, prefix: str) -> list[dict[str, Any]]:
+        return [
+            make_node(f"{prefix}-n{i}", cpu=str(cpu), labels={SIDE: prefix})
+            for i, cpu in enumerate(self.node_cpus)
+        ]
+
+    def bound(self, prefix: str, scheduler: str) -> list[dict[str, Any]]:
+        out = []
+        for i, (node, milli) in enumerate(self.load):
+            body = make_pod(f"{prefix}-load{i}", cpu=f"{milli}m", scheduler_name=scheduler)
+            body["spec"]["nodeName"] = f"{prefix}-n{node}"
+            out.append(body)
+        return out
+
+
+def generate(seed: int) -> GangScenario:
+    rng = random.Random(seed)
+    scenario = GangScenario(seed)
+    scenario.node_cpus = [rng.choice(CPUS) for _ in range(rng.randint(2, 4))]
+    for index, cpu in enumerate(scenario.node_cpus):
+        free = cpu * 1000
+        for _ in range(rng.randint(0, 2)):
+            milli = rng.choice((500, 1000, 1500, 2000))
+            if milli <= free:
+                scenario.load.append((index, milli))
+                free -= milli
+    scenario.min_count = None if rng.random() < 0.15 else rng.randint(1, 5)
+    base = scenario.min_count or 1
+    scenario.members = max(1, base + rng.choice((-1, 0, 0, 0, 1, 2)))
+    scenario.late = rng.choice((0, 0, 0, 1, 2))
+    scenario.request_m = rng.choice(REQUESTS_M)
+    scenario.group_missing = rng.random() < 0.15
+    scenario.priority = 10 if rng.random() < 0.08 else None
+    return scenario

@@ -1,0 +1,452 @@
+"""The pod-group cycle on an in-memory scheduler: who binds, the pods' messages, and the
+PodGroup condition, against what kube-scheduler v1.37.2 (GenericWorkload on) gives."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+import pytest
+
+from podium.kube.objects import PodInfo
+from podium.policy import default_profile
+from podium.scheduling.binder import Binder, BindOutcome
+from podium.scheduling.podgroup_cycle import (
+    MIN_COUNT_WAIT,
+    NO_VICTIMS,
+    merged_conditions,
+    pre_enqueue,
+)
+from podium.scheduling.queue import GANG
+from podium.scheduling.scheduler import PodiumScheduler
+from podium.state.podgroups import PodGroup, parse_pod_group
+from tests.unit.builders import node, pod
+
+EARLIER = "2025-01-01T00:00:00Z"  # members are tried oldest first
+INSUFFICIENT = "0/2 nodes are available: 2 Insufficient cpu."
+GROUP_ERROR = "pod group is unschedulable"
+SHORT = "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining"  # never evaluated: no prefix
+TWO_OF_THREE = "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining"
+
+
+class _Client:
+    def __init__(self) -> None:
+        self.patches: list[tuple[str, Any]] = []
+
+    async def patch(self, path: str, body: Any, kind: str = "") -> Any:
+        self.patches.append((path, body))
+        return {}
+
+
+@dataclass
+class _Binder:
+    client: _Client = field(default_factory=_Client)
+    instance: str = "test"
+    bound: dict[str, str] = field(default_factory=dict)
+    messages: dict[str, str] = field(default_factory=dict)
+
+    async def bind(self, p: PodInfo, n: str) -> tuple[BindOutcome, str]:
+        self.bound[p.name] = n
+        return BindOutcome.BOUND, ""
+
+    async def set_condition(self, p: PodInfo, reason: str, message: str) -> None:
+        self.messages[p.name] = message
+
+    async def event(self, *args: Any, **kwargs: Any) -> None:
+        return None
+
+
+def _group(
+    name: str, min_count: int | None, conditions: list[dict[str, Any]] | None = None
+) -> dict[str, Any]:
+    policy: dict[str, Any] = (
+        {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
+    )
+    return {
+        "metadata": {"name": name, "namespace": "default", "generation": 1, "resourceVersion": "1"},
+        "spec": {"schedulingPolicy": policy},
+        "status": {"conditions": conditions or []},
+    }
+
+
+def _member(name: str, cpu: str, group: str = "g", **extra: Any) -> dict[str, Any]:
+    return pod(name, cpu=cpu, schedulingGroup={"podGroupName": group}, **extra)
+
+
+SCHEDULED = [
+    {
+        "type": "PodGroupInitiallyScheduled",
+        "status": "True",
+        "reason": "Scheduled",
+        "message": "",
+        "observedGeneration": 1,
+    }
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    group: dict[str, Any] | None
+    members: list[dict[str, Any]]
+    bound: set[str]
+    messages: dict[str, str]  # pending member -> PodScheduled=False message
+    condition: tuple[str, str] | None  # (status, message) written, None: no write
+    preemption: bool = True
+    waiting: bool = False  # the members wait silently (PreEnqueue)
+
+
+CASES = [
+    Case(
+        "two-of-three-fit",
+        _group("g", 3),
+        [_member(f"m{i}", "3") for i in range(3)],
+        set(),
+        {
+            "m0": f"{GROUP_ERROR}, {TWO_OF_THREE}, {NO_VICTIMS}",
+            "m1": f"{GROUP_ERROR}, {TWO_OF_THREE}, {NO_VICTIMS}",
+            "m2": INSUFFICIENT,
+        },
+        ("False", f"minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, {NO_VICTIMS}"),
+    ),
+    Case(
+        "no-preemption-leaves-an-empty-reason",
+        _group("g", 3),
+        [_member(f"m{i}", "3") for i in range(3)],
+        set(),
+        {
+            "m0": f"{GROUP_ERROR}, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, ",
+            "m1": f"{GROUP_ERROR}, minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, ",
+            "m2": INSUFFICIENT,
+        },
+        ("False", "minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, "),
+        preemption=False,
+    ),
+    Case(
+        "gang-fits",
+        _group("g", 2),
+        [_member(f"m{i}", "1") for i in range(2)],
+        {"m0", "m1"},
+        {},
+        ("True", ""),
+    ),
+    Case(
+        "min-count-met-extra-member-fails",
+        _group("g", 2),
+        [_member(f"m{i}", "3") for i in range(3)],
+        {"m0", "m1"},
+        {"m2": INSUFFICIENT},
+        ("True", ""),
+    ),
+    Case(
+        "first-member-fails-early-stop",
+        _group("g", 2),
+        [_member("m0", "9", created=EARLIER), _member("m1", "1"), _member("m2", "1")],
+        {"m1", "m2"},
+        {"m0": INSUFFICIENT},
+        ("True", ""),
+    ),
+    Case(
+        "a-failure-that-breaks-min-count-ends-the-cycle",
+        _group("g", 3),
+        [_member("m0", "9", created=EARLIER), _member("m1", "1"), _member("m2", "1")],
+        set(),
+        {"m0": INSUFFICIENT, "m1": SHORT, "m2": SHORT},
+        ("False", f"{SHORT}, {NO_VICTIMS}"),
+    ),
+    Case(
+        "basic-group-is-a-group-of-one",
+        _group("g", None),
+        [_member(f"m{i}", "5") for i in range(2)],
+        set(),
+        {"m0": INSUFFICIENT, "m1": INSUFFICIENT},
+        ("False", f"minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, {NO_VICTIMS}"),
+    ),
+    Case(
+        "gated-member-leaves-the-cycle-short",
+        _group("g", 3),
+        [
+            _member("m0", "1"),
+            _member("m1", "1"),
+            _member("m2", "1", schedulingGates=[{"name": "x"}]),
+        ],
+        set(),
+        {
+            "m0": f"{GROUP_ERROR}, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
+            "m1": f"{GROUP_ERROR}, minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
+        },
+        (
+            "False",
+            f"{GROUP_ERROR}, {SHORT}, {NO_VICTIMS}",
+        ),
+    ),
+    Case(
+        "late-member-joins-a-scheduled-gang",
+        _group("g", 2, SCHEDULED),
+        [
+            _member("b0", "1", node_name="n0"),
+            _member("b1", "1", node_name="n1"),
+            _member("m0", "1"),
+        ],
+        {"m0"},
+        {},
+        None,  # already True: nothing to write
+    ),
+    Case(
+        "late-member-that-fits-nowhere-keeps-the-condition-true",
+        _group("g", 2, SCHEDULED),
+        [
+            _member("b0", "1", node_name="n0"),
+            _member("b1", "1", node_name="n1"),
+            _member("m0", "9"),
+        ],
+        set(),
+        {"m0": INSUFFICIENT},
+        None,
+    ),
+    Case(
+        "fewer-than-min-count-wait",
+        _group("g", 3),
+        [_member(f"m{i}", "1") for i in range(2)],
+        set(),
+        {},
+        None,
+        waiting=True,
+    ),
+    Case(
+        "missing-group-waits",
+        None,
+        [_member(f"m{i}", "1") for i in range(2)],
+        set(),
+        {},
+        None,
+        waiting=True,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c.id for c in CASES])
+async def test_pod_group_cycle(case: Case) -> None:
+    binder = _Binder()
+    profile = default_profile("podium")
+    profile.preemption = case.preemption
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    for name in ("n0", "n1"):
+        sched.on_node("ADDED", node(name, cpu="4"))
+    if case.group is not None:
+        sched.on_pod_group("podgroups", "ADDED", case.group)
+    for body in case.members:
+        sched.on_pod("ADDED", body)
+    pre_bound = {b["metadata"]["name"] for b in case.members if b["spec"].get("nodeName")}
+    entry = await asyncio.wait_for(sched.queue.pop(), 1)
+    sched.schedule_one(entry)
+    await asyncio.gather(*list(sched._tasks))
+
+    assert set(binder.bound) == case.bound
+    assert binder.messages == case.messages
+    if case.waiting:
+        pending = [e for e in sched.queue.entries.values() if e.pod.name not in pre_bound]
+        assert pending and all(e.rejected_by == {GANG} for e in pending if e.where != "active")
+    written = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
+    if case.condition is None:
+        assert written == []
+    else:
+        (cond,) = written
+        assert (cond["type"], cond["status"], cond["message"]) == (
+            "PodGroupInitiallyScheduled",
+            *case.condition,
+        )
+        assert cond["reason"] == ("Scheduled" if case.condition[0] == "True" else "Unschedulable")
+        assert cond["observedGeneration"] == 1
+    # No partial gang: either the whole quorum is assumed or bound, or no member is.
+    placed = len(case.bound) + len(pre_bound)
+    group = sched.pod_groups.get("default", "g")
+    if group is not None and group.gang and not case.waiting:
+        assert placed == 0 or placed >= group.required
+    assert all(state.pod.name in case.bound | pre_bound for state in sched.cache.pods.values())
+
+
+def _pg(conditions: list[dict[str, Any]]) -> PodGroup:
+    return parse_pod_group(_group("g", 2, conditions))
+
+
+@pytest.mark.parametrize(
+    ("existing", "new", "written"),
+    [
+        ([], ("False", "m"), True),
+        (SCHEDULED, ("True", ""), False),
+        ([{**SCHEDULED[0], "observedGeneration": 0}], ("True", ""), True),
+        (SCHEDULED, ("False", "m"), False),  # never back from True
+        (
+            [
+                {
+                    "type": "PodGroupInitiallyScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "m",
+                    "observedGeneration": 1,
+                }
+            ],
+            ("False", "m"),
+            False,
+        ),
+        (
+            [
+                {
+                    "type": "PodGroupInitiallyScheduled",
+                    "status": "False",
+                    "reason": "Unschedulable",
+                    "message": "m",
+                    "observedGeneration": 1,
+                }
+            ],
+            ("True", ""),
+            True,
+        ),
+    ],
+)
+def test_condition_writes_follow_set_status_condition(
+    existing: list[dict[str, Any]], new: tuple[str, str], written: bool
+) -> None:
+    reason = "Scheduled" if new[0] == "True" else "Unschedulable"
+    merged = merged_conditions(
+        _pg(existing), {"status": new[0], "reason": reason, "message": new[1]}
+    )
+    assert (merged is not None) == written
+
+
+def test_status_writes_do_not_wake_members() -> None:
+    sched = PodiumScheduler(cast(Binder, _Binder()), {"podium": default_profile("podium")})
+    assert sched.pod_groups.apply("podgroups", "ADDED", _group("g", 2)) is not None
+    assert sched.pod_groups.apply("podgroups", "MODIFIED", _group("g", 2, SCHEDULED)) is None
+    changed = _group("g", 1)
+    changed["metadata"]["generation"] = 2
+    assert sched.pod_groups.apply("podgroups", "MODIFIED", changed) is not None
+
+
+@pytest.mark.parametrize(
+    ("group", "members", "reason"),
+    [
+        (None, 1, 'waiting for pods\'s pod group "g" to appear in scheduling queue'),
+        (_group("g", 3), 2, MIN_COUNT_WAIT),
+        (_group("g", 3), 3, ""),
+        (_group("g", None), 1, ""),
+    ],
+)
+def test_pre_enqueue_messages_are_kube_schedulers(
+    group: dict[str, Any] | None, members: int, reason: str
+) -> None:
+    sched = PodiumScheduler(cast(Binder, _Binder()), {"podium": default_profile("podium")})
+    if group is not None:
+        sched.on_pod_group("podgroups", "ADDED", group)
+    for i in range(members):
+        sched.on_pod("ADDED", _member(f"m{i}", "1"))
+    first = next(iter(sched.queue.entries.values())).pod
+    assert pre_enqueue(sched, first) == reason
+
+
+async def test_a_late_member_right_after_success_never_sets_the_group_false() -> None:
+    """The True condition counts from the moment it is decided, before the watch echoes it."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for body in (_member("m0", "1"), _member("m1", "1")):
+        sched.on_pod("ADDED", body)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    sched.on_pod("ADDED", _member("late", "9"))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert set(binder.bound) == {"m0", "m1"}
+    assert binder.messages == {"late": "0/1 nodes are available: 1 Insufficient cpu."}
+    written = [body["status"]["conditions"][-1]["status"] for _, body in binder.client.patches]
+    assert written == ["True"]
+
+
+@pytest.mark.parametrize("completes", ["third-member", "group-created", "min-count-lowered"])
+async def test_waiting_members_wake_when_their_group_can_start(completes: str) -> None:
+    """GangScheduling's events: a new member or a new or changed PodGroup wakes the group."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    if completes != "group-created":
+        sched.on_pod_group("podgroups", "ADDED", _group("g", 3))
+    members = 3 if completes == "group-created" else 2
+    for i in range(members):
+        sched.on_pod("ADDED", _member(f"m{i}", "1"))
+    while sched.queue.ready():  # every member is tried once and waits
+        sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    assert sched.queue.counts()["unschedulable"] == members
+    if completes == "third-member":
+        sched.on_pod("ADDED", _member("m2", "1"))
+    elif completes == "group-created":
+        sched.on_pod_group("podgroups", "ADDED", _group("g", 3))
+    else:
+        lowered = _group("g", 2)
+        lowered["metadata"]["generation"] = 2
+        sched.on_pod_group("podgroups", "MODIFIED", lowered)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert len(binder.bound) == (2 if completes == "min-count-lowered" else 3)
+
+
+PRIORITY = (
+    "all pods in a single pod group should have the same priority as the pod group's "
+    "priority, got 10 and 0"
+)
+POLICY = (
+    "all pods in a single pod group should have the same preemption policy, "
+    "got Never and PreemptLowerPriority"
+)
+
+
+@pytest.mark.parametrize(
+    ("members", "message"),
+    [
+        ([_member("m0", "1", priority=10), _member("m1", "1", priority=10)], PRIORITY),
+        ([_member("m0", "1"), _member("m1", "1", preemptionPolicy="Never")], POLICY),
+        (
+            [_member("m0", "1"), _member("b0", "1", node_name="n0", priority=10)],
+            PRIORITY,  # scheduled members are checked too
+        ),
+    ],
+    ids=["priority-differs-from-the-group", "preemption-policies-differ", "scheduled-member"],
+)
+async def test_an_invalid_group_is_a_scheduler_error(
+    members: list[dict[str, Any]], message: str
+) -> None:
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for body in members:
+        sched.on_pod("ADDED", body)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    pending = {b["metadata"]["name"] for b in members if not b["spec"].get("nodeName")}
+    assert binder.bound == {}
+    assert binder.messages == dict.fromkeys(pending, message)
+    (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
+    assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", message)
+
+
+async def test_dry_run_decides_a_group_and_never_binds_or_writes() -> None:
+    binder = _Binder()
+    profile = default_profile("podium")
+    profile.dry_run = True
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for i in range(2):
+        sched.on_pod("ADDED", _member(f"m{i}", "1"))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert binder.bound == {} and binder.client.patches == []
+    assert not sched.cache.pods
+    assert sched.queue.counts()["unschedulable"] == 2
