@@ -45,4 +45,4 @@ async def test_watches_follow_discovery(discovery: dict[str, Any] | None, served
     ids = {h.id for h in registry._watching.get_all_handlers()}
     workload = {"workloads_event", "podgroups_event"}
     assert (workload & ids) == (workload if served else set())
-    assert "pods_event" in ids
+    assert "nodes_event" in ids  # pods come through a direct ListWatch
