@@ -649,6 +649,38 @@ def _runtime_message(exc: CELEvalError) -> str:
     return text
 
 
+_MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})
+# Identifiers that resolve without a binding: the variable, namespaces and type names.
+_DECLARED = frozenset(
+    {"device", "cel", "sets", "lists", "strings"}
+    | {"int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type"}
+)
+
+
+def _undeclared(ast: lark.Tree[Any]) -> str | None:
+    """The first identifier that is neither declared nor bound by a macro or ``cel.bind``.
+
+    Go's type checker rejects these at compile time; scoping is approximated by treating
+    every macro and bind variable as visible everywhere in the expression.
+    """
+    bound: set[str] = set()
+    for node in ast.iter_subtrees():
+        if node.data != "member_dot_arg" or len(node.children) < 3:
+            continue
+        method = str(cast(lark.Token, node.children[1]).value)
+        if method in _MACROS or (method == "bind" and _ident_name(node.children[0]) == "cel"):
+            args = cast(lark.Tree[Any], node.children[2])
+            variable = _ident_name(args.children[0]) if args.children else None
+            if variable is not None:
+                bound.add(variable)
+    for node in ast.iter_subtrees_topdown():
+        if node.data == "ident":
+            name = str(cast(lark.Token, node.children[0]).value)
+            if name not in _DECLARED and name not in bound:
+                return name
+    return None
+
+
 @functools.lru_cache(maxsize=1024)
 def compile_selector(expression: str) -> CompiledSelector:
     """Compile once per expression string (cel.Cache.GetOrCompile)."""
@@ -656,6 +688,11 @@ def compile_selector(expression: str) -> CompiledSelector:
         ast = _ENV.compile(expression)
     except Exception as exc:  # cel-python raises several parser exception types
         return CompiledSelector(expression, None, f"compilation failed: {exc}")
+    undeclared = _undeclared(ast)
+    if undeclared is not None:
+        return CompiledSelector(
+            expression, None, f"compilation failed: undeclared reference to '{undeclared}'"
+        )
     functions = cast(dict[str, Any], dict(_FUNCTIONS))
     return CompiledSelector(expression, _ENV.program(ast, functions=functions))
 
