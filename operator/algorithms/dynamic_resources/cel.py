@@ -673,7 +673,7 @@ def _undeclared(ast: lark.Tree[Any]) -> str | None:
             variable = _ident_name(args.children[0]) if args.children else None
             if variable is not None:
                 bound.add(variable)
-    for node in ast.iter_subtrees_topdown():
+    for node in ast.iter_subtrees():
         if node.data == "ident":
             name = str(cast(lark.Token, node.children[0]).value)
             if name not in _DECLARED and name not in bound:
