@@ -78,7 +78,10 @@ CASES: dict[str, Case] = {
         slices=one_slice(shared("device-1", {"capacity-1": "1"})),
         expect=None,
     ),
-    "consumable-capacity-multi-allocatable-device-allocation-mode-all-with-missing-capacity-request": Case(
+    (
+        "consumable-capacity-multi-allocatable-device-allocation-mode-all-with-"
+        "missing-capacity-request"
+    ): Case(
         claims=[claim("claim-0", all_request("req-0", "class-a", capacity="1"))],
         classes=[MULTI],
         slices=one_slice(shared("device-1", {"capacity-1": "1"})),
@@ -104,7 +107,9 @@ CASES: dict[str, Case] = {
             allocation(LOCAL1, share("req-0", "device-2", "1")),
         ],
     ),
-    "consumable-capacity-multi-allocatable-device-without-policy-without-capacity-request-block": Case(
+    (
+        "consumable-capacity-multi-allocatable-device-without-policy-without-capacity-request-block"
+    ): Case(
         claims=two_claims(),
         classes=[MULTI],
         slices=one_slice(shared("device-1", {"capacity-0": "2"})),
@@ -285,7 +290,10 @@ CASES: dict[str, Case] = {
         slices=one_slice(shared("device-1", {"capacity-0": "2"}), shared("device-2")),
         expect=[allocation(LOCAL1, share("req-0", "device-1", "2"))],
     ),
-    "consumable-capacity-multi-allocatable-device-allocation-mode-all-filter-out-insufficient-capacity": Case(
+    (
+        "consumable-capacity-multi-allocatable-device-allocation-mode-all-"
+        "filter-out-insufficient-capacity"
+    ): Case(
         claims=[claim("claim-0", all_request("req-0", "class-a", capacity="2"))],
         classes=[MULTI],
         slices=one_slice(
@@ -325,7 +333,9 @@ CASES: dict[str, Case] = {
             allocation(LOCAL1, share("req-0", "device-1", "1"), share("req-0", "device-2", "1"))
         ],
     ),
-    "consumable-capacity-multi-allocatable-device-allocation-mode-all-allocating-insufficient": Case(
+    (
+        "consumable-capacity-multi-allocatable-device-allocation-mode-all-allocating-insufficient"
+    ): Case(
         claims=[
             claim(
                 "claim-0",
@@ -393,14 +403,19 @@ CASES: dict[str, Case] = {
         slices=one_slice(shared("device-1", {"capacity-0": "1"})),
         expect=None,
     ),
-    "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated": Case(
+    (
+        "allow-multiple-allocations-not-allocate-multi-allocatable-device-which-already-dedicated"
+    ): Case(
         allocated=[DEV1],
         claims=[claim("claim-0", request("req-0", "class-a", capacity="1"))],
         classes=[MULTI],
         slices=one_slice(shared("device-1", ranged("2"))),
         expect=None,
     ),
-    "allow-multiple-allocations-not-allocate-dedicated-device-which-change-from-multi-allocatable": Case(
+    (
+        "allow-multiple-allocations-not-allocate-dedicated-device-which-change-"
+        "from-multi-allocatable"
+    ): Case(
         claims=[claim("claim-0", request("req-0", "class-a", capacity="1"))],
         allocated_capacity={DEV1: {"capacity-0": "1"}},
         classes=[MULTI],
