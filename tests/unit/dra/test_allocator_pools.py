@@ -149,7 +149,9 @@ CASES: dict[str, Case] = {
         expect=None,
         reason=INVALID,
     ),
-    "partitionable-devices-device-counter-consumption-references-unknown-counter-in-counter-set": Case(
+    (
+        "partitionable-devices-device-counter-consumption-references-unknown-counter-in-counter-set"
+    ): Case(
         claims=[claim("claim-0", request("req-0", "class-a"))],
         classes=[CLASS_A],
         slices=[
