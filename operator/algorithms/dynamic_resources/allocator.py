@@ -31,7 +31,7 @@ from podium.algorithms.dynamic_resources.capacity import (
     format_quantity,
     request_fits,
 )
-from podium.algorithms.dynamic_resources.cel import CelError, compile_selector, device_variables
+from podium.algorithms.dynamic_resources.cel import CelError, device_matches
 from podium.algorithms.dynamic_resources.model import (
     AllocatedState,
     AllocationError,
@@ -296,8 +296,6 @@ class Allocator:
                 self._shared.append(s)
         # Available counters per pool, computed on first use (never changes for this state).
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
-        # Selector outcome per (expression, device): CEL is deterministic on fixed input.
-        self._cel_results: dict[tuple[str, int], bool] = {}
         self.last_reason = ""
         """Why the last ``allocate`` returned None when Go reports it (invalid pools)."""
         self.allocate_one_calls = 0
@@ -348,24 +346,6 @@ class Allocator:
                                 target[name] -= value
         self._available_counters[pool.pool_id] = available
         return available
-
-    def selector_matches(self, expression: str, device: Device, driver: str) -> bool:
-        """Evaluate one CEL selector; CelError on compile or runtime errors."""
-        key = (expression, id(device))
-        cached = self._cel_results.get(key)
-        if cached is not None:
-            return cached
-        compiled = compile_selector(expression)
-        if compiled.error:
-            raise CelError(f"CEL compile error: {compiled.error}")
-        if device.cel_variables is None:
-            device.cel_variables = device_variables(driver, device.raw)
-        try:
-            result = compiled.matches(device.cel_variables)
-        except CelError as exc:
-            raise CelError(f"CEL runtime error: {exc}") from None
-        self._cel_results[key] = result
-        return result
 
 
 class _Run:
@@ -590,7 +570,7 @@ class _Run:
                     else f"claim {self._claim_name(self.claims[claim_index])}"
                 )
                 try:
-                    if not self.owner.selector_matches(expression, device, s.driver):
+                    if not device_matches(expression, s.driver, device.raw):
                         return False
                 except CelError as exc:
                     text = str(exc)

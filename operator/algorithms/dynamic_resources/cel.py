@@ -64,6 +64,7 @@ __all__ = [
     "Quantity",
     "Semver",
     "compile_selector",
+    "device_matches",
     "device_variables",
 ]
 
@@ -614,11 +615,16 @@ class _DefaultMap(celtypes.MapType):
 # -- compiled selectors ----------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class CompiledSelector:
-    """One compiled expression; ``error`` is set when it did not compile."""
+    """One compiled expression; ``error`` is set when it did not compile.
+
+    ``driver_equals`` is set for the common class selector ``device.driver == "name"``,
+    which is then answered without running the interpreter.
+    """
 
     expression: str
     program: celpy.Runner | None
     error: str = ""
+    driver_equals: str | None = None
 
     def matches(self, variables: Mapping[str, Any]) -> bool:
         """Evaluate against ``device_variables``; CelError on a runtime error or non-bool."""
@@ -694,7 +700,60 @@ def compile_selector(expression: str) -> CompiledSelector:
             expression, None, f"compilation failed: undeclared reference to '{undeclared}'"
         )
     functions = cast(dict[str, Any], dict(_FUNCTIONS))
-    return CompiledSelector(expression, _ENV.program(ast, functions=functions))
+    simple = _DRIVER_EQUALS.fullmatch(expression)
+    return CompiledSelector(
+        expression,
+        _ENV.program(ast, functions=functions),
+        driver_equals=simple[1] if simple else None,
+    )
+
+
+_DRIVER_EQUALS = re.compile(r'\s*device\.driver\s*==\s*"([^"\\]*)"\s*')
+
+# Outcomes per (expression, driver, device JSON object). The object itself is kept in the
+# entry and compared by identity, so a cached outcome is only reused for the very same
+# (unchanged) watched object; the cache is dropped whole when it grows too large.
+_MAX_CACHED = 200_000
+_RESULTS: dict[tuple[str, str, int], tuple[Mapping[str, Any], bool]] = {}
+_VARIABLES: dict[tuple[str, int], tuple[Mapping[str, Any], dict[str, Any]]] = {}
+
+
+def _cached_variables(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
+    key = (driver, id(device))
+    hit = _VARIABLES.get(key)
+    if hit is not None and hit[0] is device:
+        return hit[1]
+    variables = device_variables(driver, device)
+    if len(_VARIABLES) >= _MAX_CACHED:
+        _VARIABLES.clear()
+    _VARIABLES[key] = (device, variables)
+    return variables
+
+
+def device_matches(expression: str, driver: str, device: Mapping[str, Any]) -> bool:
+    """DeviceMatches for one selector and one Device JSON of ``driver``'s slice.
+
+    CelError with "CEL compile error: ..." or "CEL runtime error: ..." as Go words them.
+    """
+    compiled = compile_selector(expression)
+    if compiled.error:
+        raise CelError(f"CEL compile error: {compiled.error}")
+    key = (expression, driver, id(device))
+    hit = _RESULTS.get(key)
+    if hit is not None and hit[0] is device:
+        return hit[1]
+    try:
+        variables = _cached_variables(driver, device)
+        if compiled.driver_equals is not None:
+            result = driver == compiled.driver_equals
+        else:
+            result = compiled.matches(variables)
+    except CelError as exc:
+        raise CelError(f"CEL runtime error: {exc}") from None
+    if len(_RESULTS) >= _MAX_CACHED:
+        _RESULTS.clear()
+    _RESULTS[key] = (device, result)
+    return result
 
 
 # -- device input ----------------------------------------------------------------------------

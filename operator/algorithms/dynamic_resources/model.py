@@ -149,7 +149,6 @@ class Device:
     all_nodes: bool
     node_selector: Mapping[str, Any] | None
     allow_multiple_allocations: bool | None
-    cel_variables: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, eq=False)
