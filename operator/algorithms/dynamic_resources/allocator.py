@@ -14,6 +14,13 @@ complete solution wins. ``firstAvailable`` sub-requests are tried in order.
 
 DeviceTaintRules: pass them as ``taint_rules`` (DeviceTaintRule JSON); their taints are
 appended to the matching devices before allocation, as the scheduler's slice tracker does.
+
+Outcomes: a list of AllocationResult dicts; None when the claims do not fit on the node
+(``last_reason`` is "invalid resource pools were encountered" when Go reports that as the
+node's unschedulable reason, else ""); AllocationError for what Go returns as a plain
+error (CEL errors, unknown class, "All" over an incomplete or invalid pool, more than 32
+devices per claim, a constraint that an "All" request cannot meet). The caller is expected
+to check classes first, as the plugin does (a missing class is unschedulable there).
 """
 
 from __future__ import annotations

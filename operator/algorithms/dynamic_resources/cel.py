@@ -9,7 +9,11 @@ key" runtime error while ``has(...)`` and ``.?`` style guards work as in Go.
 Expressions compile once per expression string (``compile_selector`` caches); a compile
 error or a runtime error is reported as ``CelError`` with Go's message shape, and the
 allocator turns it into a fatal error of the whole attempt (kube-scheduler does the same:
-the pod is not marked unschedulable, the cycle errors).
+the pod is not marked unschedulable, the cycle errors). ``device_matches`` remembers the
+outcome per expression and device JSON object (by identity), so an unchanged watched
+slice is evaluated once, not once per scheduling cycle; evaluating one selector takes
+about 0.5-1 ms in cel-python. ``device.driver == "name"`` is answered without the
+interpreter (after the device's attributes were checked, as Go converts them first).
 
 What the environment offers (the apiserver's stored-expressions environment of v1.37):
 the CEL standard library as cel-python implements it; ``cel.bind``; quantities
