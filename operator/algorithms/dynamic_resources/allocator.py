@@ -25,6 +25,7 @@ to check classes first, as the plugin does (a missing class is unschedulable the
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -887,7 +888,7 @@ class _Run:
                 entry["adminAccess"] = r.admin_access
             tolerations = self._lookup(claim_index, claim, r).tolerations
             if tolerations:
-                entry["tolerations"] = [dict(t) for t in tolerations]
+                entry["tolerations"] = copy.deepcopy(list(tolerations))
             if DEVICE_BINDING_AND_STATUS:
                 if r.device.binding_conditions:
                     entry["bindingConditions"] = list(r.device.binding_conditions)
@@ -1013,12 +1014,12 @@ class _Run:
             return None
         term: dict[str, Any] = {}
         if expressions:
-            term["matchExpressions"] = [dict(e) for e in expressions]
+            term["matchExpressions"] = copy.deepcopy(expressions)
         if fields:
-            term["matchFields"] = [dict(f) for f in fields]
+            term["matchFields"] = copy.deepcopy(fields)
         return {"nodeSelectorTerms": [term]}
 
 
 def _device_config(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The inline DeviceConfiguration of a class or claim config entry (``opaque``)."""
-    return {k: v for k, v in item.items() if k not in ("requests", "source")}
+    """The inline DeviceConfiguration of a class or claim config entry (``opaque``), copied."""
+    return copy.deepcopy({k: v for k, v in item.items() if k not in ("requests", "source")})
