@@ -43,6 +43,11 @@ Known differences from Go:
   the IP/CIDR/URL/format libraries and ``string.format``. Using them is a runtime error.
 - cel-python's ``all``/``exists`` propagate an error from any element instead of CEL's
   commutative error absorption (``[1, 'a'].exists(x, x == 1)`` errs here, is true in Go).
+- Regular expressions (``matches``, ``find``, ``findAll``) use Python's ``re``, not RE2;
+  they agree on the common syntax.
+- Macro and ``cel.bind`` variables are treated as declared everywhere in the expression by
+  the compile-time identifier check (Go scopes them), so a misplaced variable is a runtime
+  error here instead of a compile error.
 """
 
 from __future__ import annotations
