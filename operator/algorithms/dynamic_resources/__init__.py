@@ -1,0 +1,1 @@
+"""Dynamic resource allocation: the structured-parameters allocator and its CEL environment."""
