@@ -29,9 +29,10 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
-from podium.framework.cycle import Placement
+from podium.framework.cycle import Placement, Scheduler
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
+from podium.scheduling.nominator import Nominator
 from podium.scheduling.queue import GANG, QueuedPod
 from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
@@ -70,19 +71,20 @@ def group_members(sched: PodiumScheduler, pod: PodInfo) -> tuple[list[QueuedPod]
     return queued, scheduled
 
 
+def waiting_reason(group: PodGroup | None, name: str, members: int) -> str:
+    """GangScheduling's PreEnqueue for a group of ``members`` known pods: '' or why they wait."""
+    if group is None:
+        return f"waiting for pods's pod group {_go_quote(name)} to appear in scheduling queue"
+    if group.gang and members < group.required:
+        return MIN_COUNT_WAIT
+    return ""
+
+
 def pre_enqueue(sched: PodiumScheduler, pod: PodInfo) -> str:
     """GangScheduling's PreEnqueue: '' when the pod may be scheduled, else why it waits."""
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
-    if group is None:
-        return (
-            f"waiting for pods's pod group {_go_quote(pod.pod_group)} to appear in scheduling queue"
-        )
-    if not group.gang:
-        return ""
-    queued, scheduled = group_members(sched, pod)
-    if len(queued) + len(scheduled) < group.required:
-        return MIN_COUNT_WAIT
-    return ""
+    queued, scheduled = group_members(sched, pod) if group is not None else ([], [])
+    return waiting_reason(group, pod.pod_group, len(queued) + len(scheduled))
 
 
 @dataclass(slots=True)
@@ -144,8 +146,22 @@ def validate_group(group: PodGroup, queued: list[PodInfo], scheduled: list[PodIn
     return ""
 
 
+@dataclass(slots=True)
+class Board:
+    """What a pod-group cycle places members on: the live scheduler's, or a tool's copy."""
+
+    algorithm: Scheduler
+    cache: Cache
+    snapshot: Snapshot
+    nominator: Nominator | None = None
+
+    def restricted(self, names: list[str]) -> Board:
+        cache, snapshot = _restricted(self.cache, self.snapshot, names)
+        return Board(self.algorithm, cache, snapshot, self.nominator)
+
+
 def place_group(
-    sched: PodiumScheduler,
+    board: Board,
     profile: Profile,
     group: PodGroup,
     entries: list[QueuedPod],
@@ -156,16 +172,12 @@ def place_group(
     On success the placed members are assumed in the cache for their binds.
     """
     if not profile.topology_aware_workloads:
-        return place_members(
-            sched, profile, sched.cache, sched.snapshot, group, entries, len(already_scheduled)
-        )
-    placements = generate_placements(sched.snapshot, group, already_scheduled)
+        return place_members(board, profile, group, entries, len(already_scheduled))
+    placements = generate_placements(board.snapshot, group, already_scheduled)
     results: list[GroupOutcome] = []
     for nodes in placements.values():
-        cache, snapshot = _restricted(sched.cache, sched.snapshot, nodes)
-        results.append(
-            place_members(sched, profile, cache, snapshot, group, entries, len(already_scheduled))
-        )
+        trial = board.restricted(nodes)
+        results.append(place_members(trial, profile, group, entries, len(already_scheduled)))
     feasible = [r for r in results if r.success]
     if not feasible:
         first = results[0] if results else GroupOutcome(placements=[(e, None) for e in entries])
@@ -183,11 +195,11 @@ def place_group(
         return sum(1 for _, p in result.placements if p is not None and p.node)
 
     most = max(placed(r) for r in feasible)
-    best = sched.algorithm.rng.choice([r for r in feasible if placed(r) == most])
+    best = board.algorithm.rng.choice([r for r in feasible if placed(r) == most])
     for entry, placement in best.placements:
         if placement is not None and placement.node:
-            sched.cache.assume_pod(entry.pod, placement.node)
-    sched.snapshot.update(sched.cache)
+            board.cache.assume_pod(entry.pod, placement.node)
+    board.snapshot.update(board.cache)
     return best
 
 
@@ -232,10 +244,8 @@ def _restricted(cache: Cache, snapshot: Snapshot, names: list[str]) -> tuple[Cac
 
 
 def place_members(
-    sched: PodiumScheduler,
+    board: Board,
     profile: Profile,
-    cache: Cache,
-    snapshot: Snapshot,
     group: PodGroup,
     entries: list[QueuedPod],
     already_scheduled: int,
@@ -254,16 +264,17 @@ def place_members(
         return outcome
     assumed: list[PodInfo] = []
     any_scheduled = False
+    cache, snapshot, nominator = board.cache, board.snapshot, board.nominator
     snapshot.update(cache)
     for entry in entries:
         pod = entry.pod
-        placement = sched.algorithm.schedule(
+        placement = board.algorithm.schedule(
             profile,
             snapshot,
             pod,
             record=profile.record_decisions and profile.record_top_nodes > 0,
-            nominated=sched.nominator.by_node,
-            nominated_node=sched.nominator.node_of(pod.uid),
+            nominated=nominator.by_node if nominator is not None else None,
+            nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
         )
         outcome.placements.append((entry, placement))
         remaining -= 1
@@ -346,7 +357,8 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
                 profile=profile,
             )
         return
-    outcome = place_group(sched, profile, group, live, scheduled)
+    board = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
+    outcome = place_group(board, profile, group, live, scheduled)
     elapsed = time.perf_counter() - started
     if profile.dry_run:  # decided, never bound: members wait as schedule_one's dry run does
         for member, placement in outcome.placements:
