@@ -154,8 +154,11 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         raise PolicyError("spec.postSuccessEvents must be a boolean")
     records = decision_records(spec)
     gang = spec.get("gangScheduling", True)
-    if not isinstance(gang, bool):
-        raise PolicyError("spec.gangScheduling must be a boolean")
+    topology = spec.get("topologyAwareWorkloadScheduling", False)
+    if not isinstance(gang, bool) or not isinstance(topology, bool):
+        raise PolicyError(
+            "spec.gangScheduling and spec.topologyAwareWorkloadScheduling must be booleans"
+        )
     shadow_of = shadow_target(spec, scheduler_name, mode)
     return Profile(
         scheduler_name=scheduler_name,
@@ -175,6 +178,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         record_top_nodes=records.top_nodes,
         shadow_of=shadow_of,
         gang_scheduling=gang,
+        topology_aware_workloads=topology,
     )
 
 

@@ -18,7 +18,7 @@ import pytest_asyncio
 from kubernetes_asyncio import client
 
 from podium.devcluster import (
-    WORKLOAD_GATES,
+    TOPOLOGY_WORKLOAD_GATES,
     WORKLOAD_RUNTIME_CONFIG,
     Binaries,
     BuildError,
@@ -76,8 +76,9 @@ async def control_plane(
 ) -> AsyncIterator[ControlPlane]:
     """One cluster for the session, with the audit log on (tests count Binding calls).
 
-    It serves the Workload API (GenericWorkload, for gang scheduling); kube-scheduler
-    runs without that gate unless a test passes ``feature_gates``.
+    It serves the Workload API (GenericWorkload and TopologyAwareWorkloadScheduling, for
+    gang scheduling); kube-scheduler runs without them unless a test passes
+    ``feature_gates``.
 
     Logs, PKI and kubeconfig stay under pytest's basetemp for post-mortems.
     """
@@ -85,7 +86,7 @@ async def control_plane(
         binaries,
         workdir=tmp_path_factory.mktemp("control-plane"),
         audit=True,
-        feature_gates=WORKLOAD_GATES,
+        feature_gates=TOPOLOGY_WORKLOAD_GATES,
         runtime_config=WORKLOAD_RUNTIME_CONFIG,
     )
     try:

@@ -6,7 +6,12 @@ from pinned Go modules (see build.py), never against mocks.
 """
 
 from .build import Binaries, BuildError, ensure_binaries
-from .cluster import WORKLOAD_GATES, WORKLOAD_RUNTIME_CONFIG, ControlPlane
+from .cluster import (
+    TOPOLOGY_WORKLOAD_GATES,
+    WORKLOAD_GATES,
+    WORKLOAD_RUNTIME_CONFIG,
+    ControlPlane,
+)
 from .kwok import KWOK_NODE_ANNOTATION, Kwok
 from .node import RealNode
 from .process import ComponentError
@@ -14,6 +19,7 @@ from .scheduler import KubeScheduler
 
 __all__ = [
     "KWOK_NODE_ANNOTATION",
+    "TOPOLOGY_WORKLOAD_GATES",
     "WORKLOAD_GATES",
     "WORKLOAD_RUNTIME_CONFIG",
     "Binaries",

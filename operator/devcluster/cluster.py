@@ -34,6 +34,12 @@ KUBERNETES_SERVICE_IP = "10.0.0.1"
 WORKLOAD_GATES: Mapping[str, bool] = {"GenericWorkload": True}
 """The gate (beta, off by default) under which kube-apiserver and kube-scheduler serve and
 use the Workload API: Workload, PodGroup and pods' spec.schedulingGroup."""
+TOPOLOGY_WORKLOAD_GATES: Mapping[str, bool] = {
+    **WORKLOAD_GATES,
+    "TopologyAwareWorkloadScheduling": True,
+}
+"""WORKLOAD_GATES plus the alpha gate that keeps PodGroup.spec.schedulingConstraints (API
+server) and places a group in one topology domain (kube-scheduler)."""
 WORKLOAD_RUNTIME_CONFIG: Mapping[str, bool] = {"scheduling.k8s.io/v1beta1": True}
 """The API server's --runtime-config that serves scheduling.k8s.io/v1beta1."""
 

@@ -69,6 +69,9 @@ class Profile:
     # spec.gangScheduling: PodGroup members are placed together, all or none (needs the
     # Workload API served; kube-scheduler's GangScheduling with GenericWorkload on).
     gang_scheduling: bool = True
+    # spec.topologyAwareWorkloadScheduling: the alpha TopologyPlacementGenerator and
+    # PodGroupPodsCount plugins (a PodGroup's topology key keeps it in one domain).
+    topology_aware_workloads: bool = False
 
     def interest(self) -> dict[str, ClusterEvent]:
         """Which cluster events each filter wants, for moving unschedulable pods."""

@@ -21,6 +21,7 @@ Objects are keyed by ``metadata.uid``, as the scheduler caches pods.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -153,6 +154,7 @@ class ListWatch:
 
     async def _events(self, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
         headers = {}
+        started = time.monotonic()
         token = await self.client.creds.current_token()
         if token:
             headers["Authorization"] = f"Bearer {token}"
@@ -172,6 +174,9 @@ class ListWatch:
                     payload = raw.decode(errors="replace")
                 if resp.status == 410:
                     raise _Gone()
+                tokens = self.client.creds.tokens
+                if resp.status == 401 and tokens is not None:
+                    tokens.reset(started)  # the next attempt reads the token afresh
                 raise ApiError(resp.status, payload)
             buffer = b""
             async for chunk in resp.content.iter_any():

@@ -311,7 +311,12 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     ]
     _own_signals(stop_flag)
     operator = asyncio.create_task(kopf.run_tasks(operator_tasks, ignored=ours), name="kopf")
-    log.info("podium_started", scheduler_name=options.scheduler_name, server=creds.server)
+    log.info(
+        "podium_started",
+        scheduler_name=options.scheduler_name,
+        server=creds.server,
+        event_loop=type(asyncio.get_running_loop()).__module__,
+    )
     try:
         done, _ = await asyncio.wait(
             {*tasks, operator, stopping}, return_when=asyncio.FIRST_COMPLETED

@@ -29,11 +29,14 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
-from podium.framework.cycle import Placement
+from podium.framework.cycle import Placement, Scheduler
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
+from podium.scheduling.nominator import Nominator
 from podium.scheduling.queue import GANG, QueuedPod
+from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
+from podium.state.snapshot import Snapshot
 from podium.state.volumes import pod_claims
 
 if TYPE_CHECKING:
@@ -68,19 +71,20 @@ def group_members(sched: PodiumScheduler, pod: PodInfo) -> tuple[list[QueuedPod]
     return queued, scheduled
 
 
+def waiting_reason(group: PodGroup | None, name: str, members: int) -> str:
+    """GangScheduling's PreEnqueue for a group of ``members`` known pods: '' or why they wait."""
+    if group is None:
+        return f"waiting for pods's pod group {_go_quote(name)} to appear in scheduling queue"
+    if group.gang and members < group.required:
+        return MIN_COUNT_WAIT
+    return ""
+
+
 def pre_enqueue(sched: PodiumScheduler, pod: PodInfo) -> str:
     """GangScheduling's PreEnqueue: '' when the pod may be scheduled, else why it waits."""
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
-    if group is None:
-        return (
-            f"waiting for pods's pod group {_go_quote(pod.pod_group)} to appear in scheduling queue"
-        )
-    if not group.gang:
-        return ""
-    queued, scheduled = group_members(sched, pod)
-    if len(queued) + len(scheduled) < group.required:
-        return MIN_COUNT_WAIT
-    return ""
+    queued, scheduled = group_members(sched, pod) if group is not None else ([], [])
+    return waiting_reason(group, pod.pod_group, len(queued) + len(scheduled))
 
 
 @dataclass(slots=True)
@@ -89,10 +93,19 @@ class GroupOutcome:
 
     placements: list[tuple[QueuedPod, Placement | None]] = field(default_factory=list)
     success: bool = False
-    # The status message (Go's Status.Message of the group's result), and whether it
-    # carries errPodGroupUnschedulable in front.
+    # The status's reason and whether it carries errPodGroupUnschedulable (in front).
     message: str = ""
     with_error: bool = False
+
+    def status_message(self) -> str:
+        """Go's Status.Message: the error, then the reason."""
+        return ", ".join(
+            ([GROUP_ERROR] if self.with_error else []) + [self.message] * bool(self.message)
+        )
+
+    def as_error(self) -> str:
+        """Go's Status.AsError().Error(): the error alone when there is one."""
+        return GROUP_ERROR if self.with_error else self.message
 
 
 def _feasibility(required: int, scheduled: int, remaining: int) -> tuple[str, str]:
@@ -133,8 +146,105 @@ def validate_group(group: PodGroup, queued: list[PodInfo], scheduled: list[PodIn
     return ""
 
 
+@dataclass(slots=True)
+class Board:
+    """What a pod-group cycle places members on: the live scheduler's, or a tool's copy."""
+
+    algorithm: Scheduler
+    cache: Cache
+    snapshot: Snapshot
+    nominator: Nominator | None = None
+
+    def restricted(self, names: list[str]) -> Board:
+        cache, snapshot = _restricted(self.cache, self.snapshot, names)
+        return Board(self.algorithm, cache, snapshot, self.nominator)
+
+
 def place_group(
-    sched: PodiumScheduler,
+    board: Board,
+    profile: Profile,
+    group: PodGroup,
+    entries: list[QueuedPod],
+    already_scheduled: list[PodInfo],
+) -> GroupOutcome:
+    """Place the group, with TopologyAware placements when the profile asks for them.
+
+    On success the placed members are assumed in the cache for their binds.
+    """
+    if not profile.topology_aware_workloads:
+        return place_members(board, profile, group, entries, len(already_scheduled))
+    placements = generate_placements(board.snapshot, group, already_scheduled)
+    results: list[GroupOutcome] = []
+    for nodes in placements.values():
+        trial = board.restricted(nodes)
+        results.append(place_members(trial, profile, group, entries, len(already_scheduled)))
+    feasible = [r for r in results if r.success]
+    if not feasible:
+        first = results[0] if results else GroupOutcome(placements=[(e, None) for e in entries])
+        return GroupOutcome(
+            placements=first.placements,
+            message=(
+                f"0/{len(placements)} placements are available, "
+                f"first placement status: {first.as_error()}"
+            ),
+            with_error=True,
+        )
+
+    # PodGroupPodsCount: the placement placing the most members; ties at random, as Go.
+    def placed(result: GroupOutcome) -> int:
+        return sum(1 for _, p in result.placements if p is not None and p.node)
+
+    most = max(placed(r) for r in feasible)
+    best = board.algorithm.rng.choice([r for r in feasible if placed(r) == most])
+    for entry, placement in best.placements:
+        if placement is not None and placement.node:
+            board.cache.assume_pod(entry.pod, placement.node)
+    board.snapshot.update(board.cache)
+    return best
+
+
+def generate_placements(
+    snapshot: Snapshot, group: PodGroup, scheduled: list[PodInfo]
+) -> dict[str, list[str]]:
+    """TopologyPlacementGenerator: one placement per domain of the group's topology key
+    (only the domain of members already scheduled), or one of every node without a key."""
+    if not group.topology_key:
+        return {"": list(snapshot.names)}
+    key = group.topology_key
+    required = {
+        snapshot.nodes[snapshot.index[p.node_name]].labels.get(key)
+        for p in scheduled
+        if p.node_name in snapshot.index
+    }
+    out: dict[str, list[str]] = {}
+    for name, node in zip(snapshot.names, snapshot.nodes, strict=True):
+        domain = node.labels.get(key)
+        if domain is not None and (not required or domain in required):
+            out.setdefault(domain, []).append(name)
+    return dict(sorted(out.items()))
+
+
+def _restricted(cache: Cache, snapshot: Snapshot, names: list[str]) -> tuple[Cache, Snapshot]:
+    """A cache and snapshot of only these nodes (Go's AssumePlacement), for a trial."""
+    sub = Cache()
+    for name in names:
+        state = cache.nodes[name]
+        assert state.node is not None
+        sub.add_node(state.node)
+        for pod in state.pods.values():
+            if cache.is_assumed(pod.uid):
+                sub.assume_pod(pod, name)
+            else:
+                sub.add_pod(pod)
+    view = Snapshot()
+    view.volumes, view.selectors = snapshot.volumes, snapshot.selectors
+    view.namespace_labels = snapshot.namespace_labels
+    view.update(sub)
+    return sub, view
+
+
+def place_members(
+    board: Board,
     profile: Profile,
     group: PodGroup,
     entries: list[QueuedPod],
@@ -142,7 +252,7 @@ def place_group(
 ) -> GroupOutcome:
     """Place the members on the snapshot, assuming each; revert all unless the group fits.
 
-    On success the placed members stay assumed in the cache for their binds.
+    On success the placed members stay assumed in ``cache``.
     """
     outcome = GroupOutcome()
     required = group.required
@@ -154,22 +264,23 @@ def place_group(
         return outcome
     assumed: list[PodInfo] = []
     any_scheduled = False
-    sched.snapshot.update(sched.cache)
+    cache, snapshot, nominator = board.cache, board.snapshot, board.nominator
+    snapshot.update(cache)
     for entry in entries:
         pod = entry.pod
-        placement = sched.algorithm.schedule(
+        placement = board.algorithm.schedule(
             profile,
-            sched.snapshot,
+            snapshot,
             pod,
             record=profile.record_decisions and profile.record_top_nodes > 0,
-            nominated=sched.nominator.by_node,
-            nominated_node=sched.nominator.node_of(pod.uid),
+            nominated=nominator.by_node if nominator is not None else None,
+            nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
         )
         outcome.placements.append((entry, placement))
         remaining -= 1
         if placement.node:
-            sched.cache.assume_pod(pod, placement.node)
-            sched.snapshot.update(sched.cache)
+            cache.assume_pod(pod, placement.node)
+            snapshot.update(cache)
             assumed.append(pod)
             scheduled += 1
         verdict, message = _feasibility(required, scheduled, remaining)
@@ -179,13 +290,13 @@ def place_group(
     outcome.placements += [(e, None) for e in entries[len(outcome.placements) :]]
     outcome.success = verdict == "ok" and any_scheduled
     if verdict == "ok" and not any_scheduled:
-        outcome.message, outcome.with_error = GROUP_ERROR, False
+        outcome.message, outcome.with_error = "", True
     else:
         outcome.message, outcome.with_error = message, verdict == "wait"
     if not outcome.success:
         for pod in reversed(assumed):
-            sched.cache.forget_pod(pod)
-        sched.snapshot.update(sched.cache)
+            cache.forget_pod(pod)
+        snapshot.update(cache)
     return outcome
 
 
@@ -195,10 +306,7 @@ def group_unschedulable(outcome: GroupOutcome, preemption: bool) -> str:
     Go appends each PodGroupPostFilter plugin's reason: DefaultPreemption's (when the
     profile preempts) and DynamicResources' empty one when it is the only one.
     """
-    head = f"{GROUP_ERROR}, {outcome.message}" if outcome.with_error else outcome.message
-    if outcome.message == GROUP_ERROR:
-        head = GROUP_ERROR
-    return f"{head}, {NO_VICTIMS if preemption else ''}"
+    return f"{outcome.status_message()}, {NO_VICTIMS if preemption else ''}"
 
 
 def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -> None:
@@ -249,7 +357,8 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
                 profile=profile,
             )
         return
-    outcome = place_group(sched, profile, group, live, len(scheduled))
+    board = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
+    outcome = place_group(board, profile, group, live, scheduled)
     elapsed = time.perf_counter() - started
     if profile.dry_run:  # decided, never bound: members wait as schedule_one's dry run does
         for member, placement in outcome.placements:
@@ -302,8 +411,8 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
                 placement=placement,
             )
         else:  # never evaluated: the group's status before PostFilter
-            head = f"{GROUP_ERROR}, {outcome.message}" if outcome.with_error else outcome.message
-            sched._fail(member, "Unschedulable", head, profile=profile, elapsed=elapsed)
+            message = outcome.status_message()
+            sched._fail(member, "Unschedulable", message, profile=profile, elapsed=elapsed)
     log.info(
         "pod_group_cycle",
         pod_group=group.key,

@@ -42,6 +42,8 @@ class PodGroup:
     conditions: tuple[Mapping[str, Any], ...] = ()
     # spec.priority; unset is 0 (Go's PodGroupPriority). Every member must have it.
     priority: int = 0
+    # spec.schedulingConstraints.topology[0].key: one domain for the whole group.
+    topology_key: str = ""
 
     @property
     def key(self) -> str:
@@ -74,6 +76,8 @@ def parse_pod_group(body: Mapping[str, Any]) -> PodGroup:
         min_count = raw if isinstance(raw, int) and not isinstance(raw, bool) else 0
     generation = meta.get("generation")
     priority = spec.get("priority")
+    raw_topology = _dict(spec.get("schedulingConstraints")).get("topology")
+    topology = raw_topology if isinstance(raw_topology, list) else []
     conditions = _dict(body.get("status")).get("conditions")
     return PodGroup(
         namespace=str(meta.get("namespace") or "default"),
@@ -83,6 +87,7 @@ def parse_pod_group(body: Mapping[str, Any]) -> PodGroup:
         resource_version=str(meta.get("resourceVersion") or ""),
         conditions=tuple(c for c in conditions or () if isinstance(c, Mapping)),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
+        topology_key=str(_dict(topology[0]).get("key") or "") if topology else "",
     )
 
 

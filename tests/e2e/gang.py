@@ -14,16 +14,20 @@ GROUP, VERSION = "scheduling.k8s.io", "v1beta1"
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 
 
-def pod_group(name: str, min_count: int | None) -> dict[str, Any]:
-    """A PodGroup with the gang policy (minCount), or the basic one when min_count is None."""
+def pod_group(name: str, min_count: int | None, topology_key: str = "") -> dict[str, Any]:
+    """A PodGroup with the gang policy (minCount), or the basic one when min_count is None,
+    kept in one domain of ``topology_key`` when given."""
     policy: dict[str, Any] = (
         {"basic": {}} if min_count is None else {"gang": {"minCount": min_count}}
     )
+    spec: dict[str, Any] = {"schedulingPolicy": policy}
+    if topology_key:
+        spec["schedulingConstraints"] = {"topology": [{"key": topology_key}]}
     return {
         "apiVersion": f"{GROUP}/{VERSION}",
         "kind": "PodGroup",
         "metadata": {"name": name},
-        "spec": {"schedulingPolicy": policy},
+        "spec": spec,
     }
 
 

@@ -17,9 +17,10 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.devcluster import WORKLOAD_GATES
+from podium.devcluster import WORKLOAD_GATES, ControlPlane
 from podium.devcluster.objects import wait_for
 from podium.kube.manifests import make_node
+from podium.tools.explain import explain_cluster
 from tests.e2e.gang import bound_by_group, create_group, group_condition, member, pod_group
 from tests.e2e.test_declared_features import logged_config
 
@@ -88,6 +89,7 @@ async def _outcome(api: ApiClient, namespace: str, side: str) -> dict[str, Any]:
 
 
 async def test_issue_cases_match_kube_scheduler(
+    control_plane: ControlPlane,
     api_client: ApiClient,
     namespace: str,
     node_factory: Any,
@@ -130,6 +132,20 @@ async def test_issue_cases_match_kube_scheduler(
     await asyncio.sleep(2)  # waiting groups stay unbound and without a condition
     for side in sides.values():
         assert await _outcome(api_client, namespace, side) == expected
+
+    # podium explain, read-only, predicts the condition and names the member that breaks it.
+    short = next(c for c in CASES if c.group == "short")
+    assert short.condition is not None
+    exp = await explain_cluster(
+        namespace, f"{sides['podium']}-short-0", str(control_plane.kubeconfig)
+    )
+    assert exp.group is not None and not exp.group.fits
+    assert exp.group.message == short.condition[2]
+    assert "Insufficient cpu" in exp.group.breaks
+    waiting = await explain_cluster(
+        namespace, f"{sides['podium']}-waiting-0", str(control_plane.kubeconfig)
+    )
+    assert waiting.group is not None and waiting.group.waiting
 
     # The third member completes "waiting"; the missing group appears.
     for side in sides.values():

@@ -7,13 +7,19 @@ from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import kopf
 import orjson
 import pytest
 from aiohttp import web
 
 from podium.handlers.listwatch import ListWatch, ListWatchSettings
+from podium.handlers.watched import WATCHED, direct_watches, register_watches
 from podium.kube.client import KubeClient
 from podium.kube.credentials import Credentials
+from podium.metrics import Metrics
+from podium.policy import default_profile
+from podium.scheduling.binder import Binder
+from podium.scheduling.scheduler import PodiumScheduler
 
 
 def _pod(uid: str, version: str) -> dict[str, Any]:
@@ -143,3 +149,30 @@ async def test_watch_resumes_from_last_version_and_relists_on_410(serve: Any) ->
         (None, "a"),
         ("DELETED", "x"),
     ]
+
+
+async def test_direct_rows_bypass_kopf_and_feed_the_same_handler() -> None:
+    client = KubeClient(Credentials(server="http://127.0.0.1:1"))
+    profiles = {"podium": default_profile("podium")}
+    scheduler = PodiumScheduler(Binder(client, "t"), profiles, Metrics())
+    registry = kopf.OperatorRegistry()
+    register_watches(registry, scheduler)
+    kopf_ids = {h.id for h in registry._watching.get_all_handlers()}
+    streams = direct_watches(scheduler, client)
+
+    direct = [row.plural for row in WATCHED if row.direct]
+    assert direct == ["pods"]
+    assert "pods_event" not in kopf_ids
+    assert {f"{row.plural}_event" for row in WATCHED if not row.direct} <= kopf_ids
+    assert [stream.path for stream in streams] == ["/api/v1/pods"]
+
+    pod = {
+        "metadata": {"uid": "u1", "name": "p", "namespace": "ns", "resourceVersion": "3"},
+        "spec": {"schedulerName": "podium", "containers": [{"name": "c"}]},
+    }
+    streams[0].deliver(None, pod)
+    assert "u1" in scheduler.queue.entries
+    assert streams[0].cached() == {"u1": "3"}
+    streams[0].deliver("DELETED", {"metadata": {"uid": "u1"}})
+    assert "u1" not in scheduler.queue.entries
+    await client.close()

@@ -450,3 +450,69 @@ async def test_dry_run_decides_a_group_and_never_binds_or_writes() -> None:
     assert binder.bound == {} and binder.client.patches == []
     assert not sched.cache.pods
     assert sched.queue.counts()["unschedulable"] == 2
+
+
+RACK = "example.com/rack"
+
+
+def _topology_group(min_count: int, key: str | None = RACK) -> dict[str, Any]:
+    body = _group("g", min_count)
+    if key is not None:
+        body["spec"]["schedulingConstraints"] = {"topology": [{"key": key}]}
+    return body
+
+
+@pytest.mark.parametrize(
+    ("group", "members", "bound_nodes", "condition"),
+    [
+        # Two racks of two 4-cpu nodes: 3 x 2 cpu fit in one rack, never split over both.
+        (_topology_group(3), [_member(f"m{i}", "2") for i in range(3)], 1, ("True", "")),
+        # 5 x 2 cpu fit in no rack (4 slots each), though they would fit across both.
+        (
+            _topology_group(5),
+            [_member(f"m{i}", "2") for i in range(5)],
+            0,
+            (
+                "False",
+                "pod group is unschedulable, 0/2 placements are available, first placement "
+                "status: minCount (5) cannot be satisfied: 4 scheduled, 0 remaining, " + NO_VICTIMS,
+            ),
+        ),
+        # No key: one placement of every node, and Go's placement wording.
+        (
+            _topology_group(3, key=None),
+            [_member(f"m{i}", "9") for i in range(3)],
+            0,
+            (
+                "False",
+                "pod group is unschedulable, 0/1 placements are available, first placement "
+                f"status: {SHORT}, {NO_VICTIMS}",
+            ),
+        ),
+    ],
+    ids=["one-rack", "no-rack-is-big-enough", "no-key"],
+)
+async def test_topology_aware_placements(
+    group: dict[str, Any],
+    members: list[dict[str, Any]],
+    bound_nodes: int,
+    condition: tuple[str, str],
+) -> None:
+    binder = _Binder()
+    profile = default_profile("podium")
+    profile.topology_aware_workloads = True
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    for i in range(4):
+        sched.on_node("ADDED", node(f"n{i}", cpu="4", labels={RACK: f"r{i // 2}"}))
+    sched.on_pod_group("podgroups", "ADDED", group)
+    for body in members:
+        sched.on_pod("ADDED", body)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    racks = {int(n[1:]) // 2 for n in binder.bound.values()}
+    assert len(racks) == bound_nodes
+    if bound_nodes:
+        assert len(binder.bound) == len(members)
+    (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
+    assert (cond["status"], cond["message"]) == condition

@@ -9,12 +9,14 @@ from typing import Any
 
 from podium.kube.objects import parse_node, parse_pod
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
+from podium.state.podgroups import WORKLOAD_API, parse_pod_group
 from podium.state.selectors import KINDS as SELECTOR_PATHS
 from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
 from podium.state.snapshot import build_snapshot
 from podium.state.volumes import KINDS as VOLUME_PATHS
 from podium.state.volumes import OBJECT_KINDS
 from podium.tools.explain.engine import explain_pod
+from podium.tools.explain.group import explain_group
 from podium.tools.explain.model import ExplainError, Explanation
 from podium.tools.inputs import load_policy, profile_from_policy
 
@@ -31,6 +33,8 @@ class ClusterState:
     storage: list[dict[str, Any]] = field(default_factory=list)
     # Services, ReplicationControllers, ReplicaSets and StatefulSets, each with its kind set.
     selectors: list[dict[str, Any]] = field(default_factory=list)
+    # The pod's PodGroup (spec.schedulingGroup), None when it has none or it is missing.
+    pod_group: dict[str, Any] | None = None
 
 
 def select_policy(
@@ -92,6 +96,15 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
         _list(client, "/api/v1/nodes"), _list(client, "/api/v1/pods")
     )
     state = ClusterState(pod=pod, nodes=nodes, pods=pods, policies=None)
+    group = str(((pod.get("spec") or {}).get("schedulingGroup") or {}).get("podGroupName") or "")
+    if group:
+        try:
+            state.pod_group = await client.get(
+                f"{WORKLOAD_API}/namespaces/{namespace}/podgroups/{group}"
+            )
+        except ApiError as exc:
+            if exc.status != 404:
+                state.notes.append(f"cannot read PodGroup {group} ({exc})")
     try:
         state.policies = await _list(client, f"/apis/{GROUP}/{VERSION}/{PLURAL}")
     except ApiError as exc:
@@ -163,6 +176,21 @@ def explain_state(
     )
     out = explain_pod(profile, snapshot, pod, cache, details_for=details_for)
     out.profile = profile_note
+    if pod.pod_group:
+        members = [
+            p
+            for p in (parse_pod(body) for body in state.pods)
+            if p.uid != pod.uid and p.group_key == pod.group_key and not p.terminal
+        ]
+        out.group = explain_group(
+            profile,
+            cache,
+            snapshot,
+            parse_pod_group(state.pod_group) if state.pod_group is not None else None,
+            pod.pod_group,
+            [pod, *(p for p in members if not p.bound)],
+            [p for p in members if p.bound],
+        )
     out.notes = notes + out.notes
     return out
 

@@ -65,6 +65,7 @@ class Explanation:
     suggestions: list[str] = field(default_factory=list)
     preemption: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)
+    group: GroupReport | None = None
 
     @property
     def feasible(self) -> list[NodeRow]:
@@ -113,4 +114,56 @@ class Explanation:
             "suggestions": list(self.suggestions),
             "preemption": self.preemption,
             "notes": list(self.notes),
+            "group": self.group.to_dict() if self.group is not None else None,
         }
+
+
+@dataclass(slots=True)
+class GroupReport:
+    """The explained pod's PodGroup: would a pod-group cycle place it now, and if not why."""
+
+    name: str
+    policy: str  # "gang (minCount N)", "basic", or "missing"
+    pending: list[str] = field(default_factory=list)
+    scheduled: list[str] = field(default_factory=list)
+    waiting: str = ""  # the PreEnqueue reason: no cycle is tried while it holds
+    invalid: str = ""
+    fits: bool = False
+    message: str = ""  # the PodGroup condition a cycle now would write, when it fails
+    members: dict[str, str] = field(default_factory=dict)  # member -> node, or its reason
+    breaks: str = ""
+    suggestions: list[str] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "podGroup": self.name,
+            "policy": self.policy,
+            "pending": list(self.pending),
+            "scheduled": list(self.scheduled),
+            "waiting": self.waiting or None,
+            "invalid": self.invalid or None,
+            "fits": self.fits,
+            "message": self.message or None,
+            "members": dict(self.members),
+            "breaks": self.breaks or None,
+            "suggestions": list(self.suggestions),
+        }
+
+    def lines(self) -> list[str]:
+        out = [
+            f"GROUP: {self.name} ({self.policy}): {len(self.pending)} pending, "
+            f"{len(self.scheduled)} scheduled"
+        ]
+        if self.waiting:
+            out.append(f"  waiting (no cycle is tried): {self.waiting}")
+        elif self.invalid:
+            out.append(f"  invalid: {self.invalid}")
+        else:
+            verdict = "all-or-nothing placement fits" if self.fits else "does not fit"
+            out.append(f"  {verdict}" + (f": {self.message}" if self.message else ""))
+            for member, where in self.members.items():
+                out.append(f"  {member}: {where}")
+            if self.breaks:
+                out.append(f"  breaks it: {self.breaks}")
+        out += [f"  suggestion: {s}" for s in self.suggestions]
+        return out

@@ -87,4 +87,7 @@ def format_table(exp: Explanation, top: int | None = None) -> str:
                 )
                 lines.append(f"  preemption (estimate): {len(nodes)} node(s): {listed}")
             lines.append(f"  {exp.preemption['note']}")
+    if exp.group is not None:
+        lines.append("")
+        lines += exp.group.lines()
     return "\n".join(lines)

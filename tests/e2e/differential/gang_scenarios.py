@@ -19,6 +19,7 @@ from typing import Any
 from podium.kube.manifests import make_node, make_pod
 
 SIDE = "podium.dev/gang-side"
+RACK = "example.com/rack"
 CPUS = (2, 4, 8)
 REQUESTS_M = (250, 500, 1000, 1500, 2000, 3000)
 
@@ -36,10 +37,17 @@ class GangScenario:
     group_missing: bool = False
     # Members' spec.priority; the PodGroup has none (0), so any other value is invalid.
     priority: int | None = None
+    # For the topology-aware family: each node's rack, and whether the group has the key.
+    racks: list[int] = field(default_factory=list)
+    topology: bool = False
 
     def nodes(self, prefix: str) -> list[dict[str, Any]]:
         return [
-            make_node(f"{prefix}-n{i}", cpu=str(cpu), labels={SIDE: prefix})
+            make_node(
+                f"{prefix}-n{i}",
+                cpu=str(cpu),
+                labels={SIDE: prefix, **({RACK: f"r{self.racks[i]}"} if self.racks else {})},
+            )
             for i, cpu in enumerate(self.node_cpus)
         ]
 
@@ -52,10 +60,16 @@ class GangScenario:
         return out
 
 
-def generate(seed: int) -> GangScenario:
+def generate(seed: int, topology: bool = False) -> GangScenario:
+    """A scenario; with ``topology`` the nodes sit in 1-3 racks and the PodGroup usually
+    asks for one rack."""
     rng = random.Random(seed)
     scenario = GangScenario(seed)
-    scenario.node_cpus = [rng.choice(CPUS) for _ in range(rng.randint(2, 4))]
+    scenario.node_cpus = [rng.choice(CPUS) for _ in range(rng.randint(2, 4 + 2 * topology))]
+    if topology:
+        racks = rng.randint(1, 3)
+        scenario.racks = [rng.randrange(racks) for _ in scenario.node_cpus]
+        scenario.topology = rng.random() < 0.8
     for index, cpu in enumerate(scenario.node_cpus):
         free = cpu * 1000
         for _ in range(rng.randint(0, 2)):
