@@ -408,11 +408,18 @@ _COMPARE_METRICS = (
     ("placements_tied", "placements decided by a tie"),
     ("elapsed_seconds", "simulation seconds"),
 )
+_GANG_METRICS = (
+    ("gangs_placed", "gangs placed whole"),
+    ("gangs_waiting", "gangs waiting"),
+    ("gangs_partial", "gangs partly placed"),
+    ("cpu_held_by_partial_gangs", "cpu (m) held idle by partial gangs"),
+)
 
 
 def compare_rows(a: SimulationResult, b: SimulationResult) -> list[tuple[str, Any, Any]]:
     ma, mb = a.metrics(), b.metrics()
-    return [(label, ma[key], mb[key]) for key, label in _COMPARE_METRICS]
+    metrics = _COMPARE_METRICS + (_GANG_METRICS if ma["gangs"] or mb["gangs"] else ())
+    return [(label, ma[key], mb[key]) for key, label in metrics]
 
 
 def differing_placements(a: SimulationResult, b: SimulationResult) -> int:

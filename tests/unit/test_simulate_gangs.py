@@ -9,7 +9,7 @@ import pytest
 
 from podium.kube.objects import parse_node, parse_pod
 from podium.policy import default_profile
-from podium.tools.simulation import simulate
+from podium.tools.simulation import compare_rows, simulate
 from tests.unit.builders import node, pod
 
 
@@ -83,3 +83,26 @@ def test_a_group_without_its_podgroup_waits() -> None:
         failure.message == 'waiting for pods\'s pod group "nowhere" to appear in scheduling queue'
     )
     assert result.placements == []
+
+
+def test_compare_shows_the_gang_rows() -> None:
+    nodes = [parse_node(node(f"n{i}", cpu="4")) for i in range(2)]
+    pending = [
+        parse_pod(pod(f"g{g}-{m}", cpu="1", schedulingGroup={"podGroupName": f"g{g}"}))
+        for g in range(3)
+        for m in range(3)
+    ]
+    groups = [_group(f"g{g}", 3) for g in range(3)]
+    gang, one_by_one = (
+        simulate(
+            replace(default_profile("podium"), gang_scheduling=on),
+            nodes,
+            [],
+            pending,
+            pod_groups=groups,
+        )
+        for on in (True, False)
+    )
+    rows = {label: (a, b) for label, a, b in compare_rows(gang, one_by_one)}
+    assert rows["gangs partly placed"] == (0, 1)
+    assert rows["cpu (m) held idle by partial gangs"] == (0, 2000)
