@@ -36,12 +36,15 @@ class ClusterObjects:
     storage: list[dict[str, Any]] = field(default_factory=list)
     # Services, ReplicationControllers, ReplicaSets and StatefulSets.
     selectors: list[dict[str, Any]] = field(default_factory=list)
+    # PodGroups (scheduling.k8s.io/v1beta1), for gang scheduling.
+    pod_groups: list[dict[str, Any]] = field(default_factory=list)
 
 
 _LIST_KINDS = {
     "NodeList": "Node",
     "PodList": "Pod",
     "SchedulerPolicyList": "SchedulerPolicy",
+    "PodGroupList": "PodGroup",
     **{f"{kind}List": kind for kind in OBJECT_KINDS},
     **{f"{kind}List": kind for kind in SELECTOR_KINDS},
 }
@@ -107,6 +110,8 @@ def load_objects(paths: Iterable[str]) -> ClusterObjects:
                 out.storage.append(doc)
             elif kind in SELECTOR_KINDS:
                 out.selectors.append(doc)
+            elif kind == "PodGroup":
+                out.pod_groups.append(doc)
     return out
 
 

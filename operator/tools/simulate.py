@@ -57,6 +57,12 @@ def format_result(result: SimulationResult, pending: int) -> str:
         f"skipped {m['pods_skipped']}.",
         "",
     ]
+    if m["gangs"]:
+        lines[-1:-1] = [
+            f"Gangs: {m['gangs_placed']} of {m['gangs']} placed whole, {m['gangs_waiting']} "
+            f"waiting, {m['gangs_partial']} partly placed holding "
+            f"{m['cpu_held_by_partial_gangs']}m cpu idle."
+        ]
     if len(result.placements) <= PLACEMENT_ROWS:
         lines.append("PLACEMENTS")
         lines += table(
@@ -181,6 +187,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 seed=args.seed,
                 storage=objects.storage,
                 selectors=objects.selectors,
+                pod_groups=objects.pod_groups,
             )
             for profile in profiles
         ]

@@ -14,7 +14,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,6 +24,17 @@ from podium.framework.cycle import Scheduler, schedule
 from podium.framework.profile import Profile
 from podium.kube.objects import NodeInfo, PodInfo, parse_pod
 from podium.kube.resources import request_sources
+from podium.scheduling.podgroup_cycle import (
+    GROUP_ERROR,
+    Board,
+    group_unschedulable,
+    place_group,
+    validate_group,
+    waiting_reason,
+)
+from podium.scheduling.queue import QueuedPod
+from podium.state.cache import Cache
+from podium.state.podgroups import PodGroup, parse_pod_group
 from podium.state.snapshot import Snapshot, build_snapshot
 from podium.state.volumes import pod_claims
 from podium.tools.requests_text import describe_requests
@@ -56,6 +67,19 @@ class SimFailure:
 
 
 @dataclass(slots=True)
+class GangCount:
+    """One PodGroup after the simulation: members it needs, has placed, and cpu they hold."""
+
+    required: int
+    placed: int = 0
+    held_cpu: int = 0  # millicpu of the members placed in this simulation
+
+    @property
+    def partial(self) -> bool:
+        return 0 < self.placed < self.required
+
+
+@dataclass(slots=True)
 class SimulationResult:
     policy: str
     profile: Profile
@@ -66,6 +90,7 @@ class SimulationResult:
     placed_per_node: dict[str, int]
     elapsed: float
     passes: int
+    gangs: dict[str, GangCount] = field(default_factory=dict)
 
     def metrics(self) -> dict[str, Any]:
         return cluster_metrics(self)
@@ -112,12 +137,17 @@ def simulate(
     seed: int = 0,
     storage: Sequence[Mapping[str, Any]] = (),
     selectors: Sequence[Mapping[str, Any]] = (),
+    pod_groups: Sequence[Mapping[str, Any]] = (),
 ) -> SimulationResult:
     """Place ``pending`` one by one with the real algorithm, assuming each placement.
 
     A placed pod's chosen PVs are assumed bound to its claims, as PreBind would.
     ``selectors`` (Services and controllers) give default topology spreading its selector.
+    With ``pod_groups`` and a profile with gang scheduling, a group's members are placed
+    together by the live scheduler's pod-group cycle, all or none; without gang
+    scheduling they are placed one by one, as a scheduler that ignores groups would.
     """
+    groups = {g.key: g for g in (parse_pod_group(body) for body in pod_groups)}
     started = time.perf_counter()
     cache, snapshot = build_snapshot(
         nodes, _with_uids(bound, "bound"), storage=storage, selectors=selectors
@@ -148,7 +178,35 @@ def simulate(
     while todo and passes < MAX_PASSES:
         passes += 1
         retry: list[PodInfo] = []
+        tried: set[str] = set()
         for pod in todo:
+            if profile.gang_scheduling and pod.pod_group:
+                if pod.group_key not in tried:
+                    tried.add(pod.group_key)
+                    members = [p for p in todo if p.group_key == pod.group_key and p.pod_group]
+                    group = groups.get(pod.group_key)
+                    for member, target, why in _place_group(
+                        profile, state, cache, snapshot, group, members
+                    ):
+                        if target:
+                            failures.pop(member.uid, None)
+                            placements.append(
+                                SimPlacement(
+                                    member.key,
+                                    target,
+                                    None,
+                                    False,
+                                    member.priority,
+                                    _requests(member),
+                                )
+                            )
+                            placed[target] += 1
+                        else:
+                            failures[member.uid] = SimFailure(
+                                member.key, why, {}, member.priority, _requests(member)
+                            )
+                            retry.append(member)
+                continue
             snapshot.update(cache)
             if len(snapshot) == 0:
                 failures[pod.uid] = SimFailure(
@@ -185,6 +243,15 @@ def simulate(
             break
         todo = retry
     snapshot.update(cache)
+    gangs: dict[str, GangCount] = {}
+    for key, group in groups.items():
+        gangs[key] = GangCount(group.required)
+    for state_pod in cache.pods.values():
+        count = gangs.get(state_pod.pod.group_key) if state_pod.pod.pod_group else None
+        if count is not None:
+            count.placed += 1
+            if state_pod.assumed:
+                count.held_cpu += state_pod.pod.requests.get("cpu", 0)
     return SimulationResult(
         policy=profile.policy or "<built-in>",
         profile=profile,
@@ -195,7 +262,47 @@ def simulate(
         placed_per_node=dict(placed),
         elapsed=time.perf_counter() - started,
         passes=passes,
+        gangs=gangs,
     )
+
+
+def _place_group(
+    profile: Profile,
+    state: Scheduler,
+    cache: Cache,
+    snapshot: Snapshot,
+    group: PodGroup | None,
+    members: list[PodInfo],
+) -> list[tuple[PodInfo, str, str]]:
+    """One pod-group cycle: (member, node or '', why not) for each member."""
+    name = members[0].pod_group
+    scheduled = [
+        s.pod
+        for s in cache.pods.values()
+        if s.pod.pod_group and s.pod.group_key == members[0].group_key
+    ]
+    waiting = waiting_reason(group, name, len(members) + len(scheduled))
+    if group is None or waiting:
+        return [(m, "", waiting) for m in members]
+    invalid = validate_group(group, members, scheduled)
+    if invalid:
+        return [(m, "", invalid) for m in members]
+    snapshot.update(cache)
+    board = Board(state, cache, snapshot)
+    outcome = place_group(board, profile, group, [QueuedPod(m) for m in members], scheduled)
+    condition = "" if outcome.success else group_unschedulable(outcome, profile.preemption)
+    out = []
+    for entry, placement in outcome.placements:
+        if placement is None:
+            out.append((entry.pod, "", outcome.status_message()))
+        elif placement.node and outcome.success:
+            out.append((entry.pod, placement.node, ""))
+        elif placement.node:
+            out.append((entry.pod, "", f"{GROUP_ERROR}, {condition}"))
+        else:
+            assert placement.diagnosis is not None
+            out.append((entry.pod, "", placement.diagnosis.message()))
+    return out
 
 
 def utilisation(snapshot: Snapshot) -> dict[str, np.ndarray]:
@@ -235,6 +342,11 @@ def cluster_metrics(result: SimulationResult) -> dict[str, Any]:
         "pods_per_zone_stddev": round(_std(list(zones.values())), 3),
         "zones": len(zones),
         "elapsed_seconds": round(result.elapsed, 3),
+        "gangs": len(result.gangs),
+        "gangs_placed": sum(1 for g in result.gangs.values() if g.placed >= g.required),
+        "gangs_waiting": sum(1 for g in result.gangs.values() if g.placed < g.required),
+        "gangs_partial": sum(1 for g in result.gangs.values() if g.partial),
+        "cpu_held_by_partial_gangs": sum(g.held_cpu for g in result.gangs.values() if g.partial),
     }
     for resource in ("cpu", "memory", "pods"):
         values = util[resource]
@@ -296,11 +408,18 @@ _COMPARE_METRICS = (
     ("placements_tied", "placements decided by a tie"),
     ("elapsed_seconds", "simulation seconds"),
 )
+_GANG_METRICS = (
+    ("gangs_placed", "gangs placed whole"),
+    ("gangs_waiting", "gangs waiting"),
+    ("gangs_partial", "gangs partly placed"),
+    ("cpu_held_by_partial_gangs", "cpu (m) held idle by partial gangs"),
+)
 
 
 def compare_rows(a: SimulationResult, b: SimulationResult) -> list[tuple[str, Any, Any]]:
     ma, mb = a.metrics(), b.metrics()
-    return [(label, ma[key], mb[key]) for key, label in _COMPARE_METRICS]
+    metrics = _COMPARE_METRICS + (_GANG_METRICS if ma["gangs"] or mb["gangs"] else ())
+    return [(label, ma[key], mb[key]) for key, label in metrics]
 
 
 def differing_placements(a: SimulationResult, b: SimulationResult) -> int:
