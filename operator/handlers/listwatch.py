@@ -49,6 +49,8 @@ class ListWatchSettings:
     server_timeout: float = 300.0
     # A stream silent this much longer than server_timeout is dropped and resumed.
     client_margin: float = 30.0
+    # A watch the server ends sooner than this is followed by a pause this long.
+    min_watch: float = 1.0
     # Pauses after consecutive failures; the last one repeats (an outage is waited out).
     backoffs: tuple[float, ...] = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 30.0)
 
@@ -87,8 +89,11 @@ class ListWatch:
             try:
                 if not self.resource_version:
                     await self.relist()
+                began = time.monotonic()
                 await self.watch()
                 failures = 0
+                if time.monotonic() - began < self.settings.min_watch:
+                    await asyncio.sleep(self.settings.min_watch)  # never a tight re-watch loop
             except _Gone:
                 log.info("watch_version_gone", path=self.path)
                 self.resource_version = ""

@@ -89,7 +89,7 @@ def _recorder() -> tuple[list[tuple[str | None, str]], Any]:
     return seen, deliver
 
 
-SETTINGS = ListWatchSettings(page=2, backoffs=(0.01,))
+SETTINGS = ListWatchSettings(page=2, min_watch=0.05, backoffs=(0.01,))
 
 
 @pytest.mark.parametrize(
