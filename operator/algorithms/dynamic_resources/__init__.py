@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation: the structured allocator, its CEL environment, the plugin."""
