@@ -168,6 +168,39 @@ class Dra:
             )
         return [s["resourceClaimName"] for s in statuses]
 
+    async def allocate(self, name: str, allocation: Mapping[str, Any]) -> None:
+        """Write a claim's status.allocation as a scheduler would (devices taken)."""
+        claim = await self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "resourceclaims", name
+        )
+        claim["status"] = {"allocation": dict(allocation)}
+        await self.custom.replace_namespaced_custom_object_status(
+            GROUP, VERSION, self.namespace, "resourceclaims", name, claim
+        )
+
+    async def delete_claim(self, name: str) -> None:
+        """Drop the finalizer (no controller does it here), then delete."""
+        claim = await self.custom.get_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "resourceclaims", name
+        )
+        if claim["metadata"].get("finalizers"):
+            await self.custom.patch_namespaced_custom_object(
+                GROUP,
+                VERSION,
+                self.namespace,
+                "resourceclaims",
+                name,
+                [{"op": "remove", "path": "/metadata/finalizers"}],
+            )
+        await self.custom.delete_namespaced_custom_object(
+            GROUP, VERSION, self.namespace, "resourceclaims", name
+        )
+
+    async def delete(self, plural: str, name: str) -> None:
+        """Delete one cluster-scoped object now (not at cleanup)."""
+        await self.custom.delete_cluster_custom_object(GROUP, VERSION, plural, name)
+        self._cluster.remove((plural, name))
+
     async def cleanup(self) -> None:
         """Claims lose their finalizers (no controller does it here); cluster objects go."""
         for claim in await self.claims():
