@@ -31,6 +31,7 @@ from podium.state.dra import FINALIZER, DraStore, DraUpdate, parse_claim
 from podium.state.snapshot import build_snapshot
 
 NS = "ns"
+INVALID = "invalid resource pools were encountered"
 POD_UID = "pod-uid"
 
 
@@ -114,6 +115,7 @@ class FakeAllocator:
 
     def __init__(self, allocated: Any, classes: Any, slices: Any) -> None:
         self.allocated = allocated
+        self.last_reason = ""
 
     def allocate(
         self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]
@@ -122,6 +124,7 @@ class FakeAllocator:
         if name == "boom":
             raise AllocationError("no such key: model")
         if name not in self.fits:
+            self.last_reason = "invalid resource pools were encountered" if name == "bad" else ""
             return None
         return [
             {
@@ -252,7 +255,7 @@ def test_a_template_entry_without_a_claim_name_needs_no_claim() -> None:
     [
         pytest.param(
             [claim("c", [exactly()])],
-            {"n1": "", "n2": "", "n3": CANNOT_ALLOCATE},
+            {"n1": "", "n2": "", "n3": CANNOT_ALLOCATE, "bad": INVALID},
             id="allocator-decides",
         ),
         pytest.param(

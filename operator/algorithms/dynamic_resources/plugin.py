@@ -218,8 +218,11 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
             found = state.allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
         except AllocationError as exc:
             raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
-        complete = found is not None and len(found) == len(state.to_allocate)
-        result = found if found is not None and complete else CANNOT_ALLOCATE
+        if found is None:
+            # ErrFailedAllocationOnNode's own text (invalid pools), else Go's length check.
+            result = state.allocator.last_reason or CANNOT_ALLOCATE
+        else:
+            result = found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
     if not isinstance(result, str):
         for terms in state.terms:
             if terms is not None and not any(t.matches(node) for t in terms):
