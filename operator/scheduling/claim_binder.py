@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -56,10 +57,20 @@ def _path(claim: Claim) -> str:
     return f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
 
 
+# A claim write's answer, handed to the scheduler's DRA event handler: it goes into the
+# store and wakes the pods waiting on the claim, as the watch event would.
+Seen = Callable[[str, str | None, Mapping[str, Any]], None]
+
+
 class ClaimBinder:
-    def __init__(self, client: KubeClient, store: DraStore) -> None:
+    def __init__(
+        self, client: KubeClient, store: DraStore, seen: Seen, wake: Callable[[str], None]
+    ) -> None:
         self.client = client
         self.store = store
+        self.seen = seen
+        # Called with a claim's key when its in-flight allocation is dropped.
+        self.wake = wake
 
     def assume(self, pod: PodInfo, plan: ClaimPlan) -> None:
         """Reserve: the allocations are in flight from now on."""
@@ -70,8 +81,8 @@ class ClaimBinder:
     def release(self, pod: PodInfo, plan: ClaimPlan) -> None:
         """Drop this pod's in-flight allocations (written, or given up)."""
         for claim, allocation in plan.items:
-            if allocation is not None:
-                self.store.release(claim.uid, pod.uid)
+            if allocation is not None and self.store.release(claim.uid, pod.uid):
+                self.wake(claim.key)
 
     async def bind(self, pod: PodInfo, node: str, plan: ClaimPlan) -> str:
         """PreBind: '' once every claim is allocated and reserved, else why (unreserved)."""
@@ -169,5 +180,5 @@ class ClaimBinder:
 
     def _seen(self, body: Any) -> Claim:
         """Take a write's answer into the store at once (the assume cache)."""
-        self.store.apply("resourceclaims", "MODIFIED", body)
+        self.seen("resourceclaims", "MODIFIED", body)
         return parse_claim(body)

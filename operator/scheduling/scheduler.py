@@ -110,7 +110,7 @@ class PodiumScheduler:
         self.volumes = self.snapshot.volumes
         self.volume_binder = VolumeBinder(binder.client, self.volumes)
         self.dra = self.snapshot.dra
-        self.claim_binder = ClaimBinder(binder.client, self.dra)
+        self.claim_binder = ClaimBinder(binder.client, self.dra, self.on_dra, self._wake_claim)
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
@@ -227,7 +227,11 @@ class PodiumScheduler:
         if event:
             self.queue.on_event(event)
         if update.claim:
-            self.queue.wake(list(self.dra.users.get(update.claim, ())), DRA)
+            self._wake_claim(update.claim)
+
+    def _wake_claim(self, key: str) -> None:
+        """The pods naming claim ``key`` may fit now (its status or in-flight state moved)."""
+        self.queue.wake(list(self.dra.users.get(key, ())), DRA)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)
