@@ -1,1 +1,1 @@
-"""Dynamic Resource Allocation: the structured allocator, its CEL environment, the plugin."""
+"""Dynamic resource allocation: the structured-parameters allocator and its CEL environment."""

@@ -1,0 +1,302 @@
+"""Parsed ResourceSlices, devices and the allocated state the allocator works on.
+
+Slices arrive as resource.k8s.io/v1 JSON; they are parsed once per ``Allocator`` so that
+the per-node search only touches plain Python objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any, NamedTuple
+
+from podium.kube.quantity import QuantityError, parse_quantity
+
+__all__ = [
+    "AllocatedState",
+    "AllocationError",
+    "Capacity",
+    "Device",
+    "DeviceID",
+    "SharedDeviceID",
+    "Slice",
+    "allocated_state",
+    "apply_taint_rules",
+    "parse_slice",
+    "quantity",
+]
+
+
+class AllocationError(Exception):
+    """Fatal input problem (CEL compile/runtime error, invalid data).
+
+    It aborts the scheduling attempt, as Go's error return does.
+    """
+
+
+class DeviceID(NamedTuple):
+    driver: str
+    pool: str
+    device: str
+
+    def __str__(self) -> str:
+        return f"{self.driver}/{self.pool}/{self.device}"
+
+
+class SharedDeviceID(NamedTuple):
+    """One share of a device that allows multiple allocations (``shareID`` of a result)."""
+
+    driver: str
+    pool: str
+    device: str
+    share_id: str
+
+    @property
+    def device_id(self) -> DeviceID:
+        return DeviceID(self.driver, self.pool, self.device)
+
+
+@dataclass
+class AllocatedState:
+    """schedulerapi.AllocatedState: what allocated and in-flight claims already hold."""
+
+    devices: set[DeviceID] = field(default_factory=set)
+    shared_device_ids: set[SharedDeviceID] = field(default_factory=set)
+    aggregated_capacity: dict[DeviceID, dict[str, Decimal]] = field(default_factory=dict)
+
+    def shared_devices(self) -> set[DeviceID]:
+        return {s.device_id for s in self.shared_device_ids}
+
+
+def quantity(raw: object, what: str) -> Decimal:
+    try:
+        return parse_quantity(raw)
+    except QuantityError as exc:
+        raise AllocationError(f"{what}: {exc}") from None
+
+
+def allocated_state(allocations: Iterable[Mapping[str, Any]]) -> AllocatedState:
+    """From AllocationResult JSON dicts (status.allocation of allocated claims, plus in-flight).
+
+    As the scheduler's foreachAllocatedDevice with consumable capacity on: admin-access
+    results hold nothing, a result with a ``shareID`` is one share (its consumed capacity
+    adds up per device), every other result holds its device exclusively.
+    """
+    state = AllocatedState()
+    for allocation in allocations:
+        devices = (allocation or {}).get("devices") or {}
+        for result in devices.get("results") or []:
+            if result.get("adminAccess"):
+                continue
+            device_id = DeviceID(
+                str(result.get("driver", "")),
+                str(result.get("pool", "")),
+                str(result.get("device", "")),
+            )
+            share_id = result.get("shareID")
+            if share_id is not None:
+                state.shared_device_ids.add(SharedDeviceID(*device_id, str(share_id)))
+                consumed = result.get("consumedCapacity")
+                if consumed is not None:
+                    total = state.aggregated_capacity.setdefault(device_id, {})
+                    for name, value in consumed.items():
+                        amount = quantity(value, f"consumedCapacity {name} of {device_id}")
+                        total[name] = total.get(name, Decimal(0)) + amount
+                continue
+            state.devices.add(device_id)
+    return state
+
+
+@dataclass(frozen=True, slots=True)
+class ValidRange:
+    min: Decimal | None
+    max: Decimal | None
+    step: Decimal | None
+    step_text: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestPolicy:
+    default: Decimal | None
+    default_text: str
+    valid_values: tuple[Decimal, ...] | None
+    valid_range: ValidRange | None
+
+
+@dataclass(frozen=True, slots=True)
+class Capacity:
+    value: Decimal
+    text: str
+    policy: RequestPolicy | None
+
+
+@dataclass(slots=True, eq=False)
+class Device:
+    """One device of a slice, with what the search needs pre-parsed."""
+
+    name: str
+    raw: Mapping[str, Any]
+    attributes: Mapping[str, Mapping[str, Any]]
+    capacity: dict[str, Capacity]
+    consumes_counters: tuple[tuple[str, dict[str, Decimal]], ...]
+    uses_compatibility_groups: bool
+    taints: tuple[Mapping[str, Any], ...]
+    binding_conditions: tuple[str, ...] | None
+    binding_failure_conditions: tuple[str, ...] | None
+    binds_to_node: bool
+    node_name: str | None
+    all_nodes: bool
+    node_selector: Mapping[str, Any] | None
+    allow_multiple_allocations: bool | None
+    cel_variables: dict[str, Any] | None = None
+
+
+@dataclass(slots=True, eq=False)
+class Slice:
+    name: str
+    driver: str
+    pool: str
+    generation: int
+    resource_slice_count: int
+    node_name: str | None
+    all_nodes: bool
+    node_selector: Mapping[str, Any] | None
+    per_device_node_selection: bool | None
+    shared_counters: tuple[tuple[str, dict[str, Decimal]], ...]
+    devices: list[Device]
+
+    @property
+    def uses_compatibility_groups(self) -> bool:
+        return any(d.uses_compatibility_groups for d in self.devices)
+
+
+def _counters(raw: Any, what: str) -> dict[str, Decimal]:
+    return {
+        str(name): quantity((c or {}).get("value", "0"), f"{what} counter {name}")
+        for name, c in (raw or {}).items()
+    }
+
+
+def _policy(raw: Mapping[str, Any] | None, what: str) -> RequestPolicy | None:
+    if raw is None:
+        return None
+    default_raw = raw.get("default")
+    valid_values = raw.get("validValues")
+    valid_range = raw.get("validRange")
+    range_ = None
+    if valid_range is not None:
+        step = valid_range.get("step")
+        range_ = ValidRange(
+            min=None if valid_range.get("min") is None else quantity(valid_range["min"], what),
+            max=None if valid_range.get("max") is None else quantity(valid_range["max"], what),
+            step=None if step is None else quantity(step, what),
+            step_text="" if step is None else str(step),
+        )
+    return RequestPolicy(
+        default=None if default_raw is None else quantity(default_raw, what),
+        default_text="" if default_raw is None else str(default_raw),
+        valid_values=None
+        if valid_values is None
+        else tuple(quantity(v, what) for v in valid_values),
+        valid_range=range_,
+    )
+
+
+def _device(raw: Mapping[str, Any], slice_name: str) -> Device:
+    name = str(raw.get("name", ""))
+    what = f"slice {slice_name} device {name}"
+    capacity: dict[str, Capacity] = {}
+    for cap_name, cap in (raw.get("capacity") or {}).items():
+        cap = cap or {}
+        text = str(cap.get("value", "0"))
+        capacity[str(cap_name)] = Capacity(
+            value=quantity(text, f"{what} capacity {cap_name}"),
+            text=text,
+            policy=_policy(cap.get("requestPolicy"), f"{what} capacity {cap_name}"),
+        )
+    consumes = tuple(
+        (str(c.get("counterSet", "")), _counters(c.get("counters"), what))
+        for c in raw.get("consumesCounters") or []
+    )
+    binding = raw.get("bindingConditions")
+    failure = raw.get("bindingFailureConditions")
+    allow_multiple = raw.get("allowMultipleAllocations")
+    return Device(
+        name=name,
+        raw=raw,
+        attributes=raw.get("attributes") or {},
+        capacity=capacity,
+        consumes_counters=consumes,
+        uses_compatibility_groups=any(
+            c.get("compatibilityGroups") for c in raw.get("consumesCounters") or []
+        ),
+        taints=tuple(raw.get("taints") or ()),
+        binding_conditions=None if binding is None else tuple(binding),
+        binding_failure_conditions=None if failure is None else tuple(failure),
+        binds_to_node=bool(raw.get("bindsToNode") or False),
+        node_name=raw.get("nodeName"),
+        all_nodes=bool(raw.get("allNodes") or False),
+        node_selector=raw.get("nodeSelector"),
+        allow_multiple_allocations=None if allow_multiple is None else bool(allow_multiple),
+    )
+
+
+def parse_slice(raw: Mapping[str, Any]) -> Slice:
+    """One ResourceSlice JSON; AllocationError for unparsable quantities."""
+    name = str((raw.get("metadata") or {}).get("name", ""))
+    spec = raw.get("spec") or {}
+    pool = spec.get("pool") or {}
+    per_device = spec.get("perDeviceNodeSelection")
+    return Slice(
+        name=name,
+        driver=str(spec.get("driver", "")),
+        pool=str(pool.get("name", "")),
+        generation=int(pool.get("generation") or 0),
+        resource_slice_count=int(pool.get("resourceSliceCount") or 0),
+        node_name=spec.get("nodeName"),
+        all_nodes=bool(spec.get("allNodes") or False),
+        node_selector=spec.get("nodeSelector"),
+        per_device_node_selection=None if per_device is None else bool(per_device),
+        shared_counters=tuple(
+            (str(cs.get("name", "")), _counters(cs.get("counters"), f"slice {name}"))
+            for cs in spec.get("sharedCounters") or []
+        ),
+        devices=[_device(d, name) for d in spec.get("devices") or []],
+    )
+
+
+def apply_taint_rules(
+    raw: Mapping[str, Any], taint_rules: Sequence[Mapping[str, Any]]
+) -> Mapping[str, Any]:
+    """Add the taints of matching DeviceTaintRules to a slice's devices (tracker applyPatches).
+
+    A rule without ``spec.deviceSelector`` matches nothing; ``driver``, ``pool`` and
+    ``device`` that are set must all equal the device's. The slice is copied only when a
+    rule applies.
+    """
+    spec = raw.get("spec") or {}
+    patched: list[dict[str, Any]] | None = None
+    for rule in taint_rules:
+        rule_spec = rule.get("spec") or {}
+        selector = rule_spec.get("deviceSelector")
+        if selector is None:
+            continue
+        if selector.get("driver") is not None and selector["driver"] != spec.get("driver"):
+            continue
+        if selector.get("pool") is not None and selector["pool"] != (spec.get("pool") or {}).get(
+            "name"
+        ):
+            continue
+        for index, device in enumerate(spec.get("devices") or []):
+            if selector.get("device") is not None and selector["device"] != device.get("name"):
+                continue
+            if patched is None:
+                patched = [dict(d) for d in spec.get("devices") or []]
+            patched[index]["taints"] = [
+                *(patched[index].get("taints") or []),
+                rule_spec.get("taint"),
+            ]
+    if patched is None:
+        return raw
+    return {**raw, "spec": {**spec, "devices": patched}}
