@@ -2,11 +2,14 @@
 
 Each scenario is a few nodes, one ResourceSlice per node (its own pool) with
 0-4 devices whose attributes (``model`` string, ``mem`` int, ``ok`` bool)
-vary, some devices already taken by claims allocated beforehand, and one
-incoming pod whose claim comes from a template: one or two requests, each
-exact count 1-3 or ``All``, through one of two DeviceClasses, with a CEL
-selector or none; now and then a selector that fails at run time (a missing
-attribute), which must abort the attempt the same way on both sides.
+vary, some tainted (in the slice, or by a DeviceTaintRule), some already taken
+by claims allocated beforehand, and one incoming pod whose claim comes from a
+template: one or two requests, each exact count 1-3 or ``All`` or a
+``firstAvailable`` list of two subrequests, through one of two DeviceClasses,
+with a CEL selector or none, sometimes tolerating the taint, sometimes with a
+``matchAttribute`` or ``distinctAttribute`` constraint; now and then a selector
+that fails at run time (a missing attribute), which must abort the attempt the
+same way on both sides.
 Scenarios are pure data made from a seed, so a disagreement can be replayed.
 """
 
@@ -32,6 +35,8 @@ SELECTORS = (
     f'device.driver == "{DRIVER}"',
 )
 FAILING = f"{ATTR}.missing == 1"
+TAINT = {"key": "example.com/broken", "value": "yes", "effect": "NoSchedule"}
+TOLERATION = {"key": "example.com/broken", "operator": "Exists", "effect": "NoSchedule"}
 
 
 @dataclass
@@ -42,19 +47,30 @@ class DraScenario:
     # Claims allocated before the pod comes: (name, spec, allocation).
     taken: list[tuple[str, dict[str, Any], dict[str, Any]]] = field(default_factory=list)
     template: dict[str, Any] = field(default_factory=dict)
+    # DeviceTaintRules: (name, spec).
+    taint_rules: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
-def _request(rng: random.Random, name: str, classes: tuple[str, str]) -> dict[str, Any]:
+def _body(rng: random.Random, classes: tuple[str, str], all_ok: bool) -> dict[str, Any]:
     body: dict[str, Any] = {"deviceClassName": rng.choice(classes)}
-    if rng.random() < 0.1:
+    if all_ok and rng.random() < 0.1:
         body["allocationMode"] = "All"
     else:
-        body["count"] = rng.choice((1, 1, 1, 2, 3))
+        body["count"] = rng.choice((1, 1, 1, 1, 2, 3))
     roll = rng.random()
     selector = FAILING if roll < 0.04 else rng.choice(SELECTORS)
     if selector:
         body["selectors"] = [{"cel": {"expression": selector}}]
-    return {"name": name, "exactly": body}
+    if rng.random() < 0.3:
+        body["tolerations"] = [dict(TOLERATION)]
+    return body
+
+
+def _request(rng: random.Random, name: str, classes: tuple[str, str]) -> dict[str, Any]:
+    if rng.random() < 0.25:
+        subs = [{"name": f"s{i}", **_body(rng, classes, False)} for i in range(2)]
+        return {"name": name, "firstAvailable": subs}
+    return {"name": name, "exactly": _body(rng, classes, True)}
 
 
 def generate(seed: int, prefix: str, classes: tuple[str, str]) -> DraScenario:
@@ -62,10 +78,11 @@ def generate(seed: int, prefix: str, classes: tuple[str, str]) -> DraScenario:
     rng = random.Random(seed)
     scenario = DraScenario(seed)
     names = [f"{prefix}-n{i}" for i in range(rng.randint(1, 4))]
-    scenario.nodes = [make_node(name) for name in names]
+    # Different sizes, so that resource scores often make one node the single best.
+    scenario.nodes = [make_node(name, cpu=rng.choice(("2", "4", "8", "16"))) for name in names]
     free: list[tuple[str, str]] = []
     for name in names:
-        count = rng.choice((0, 1, 2, 2, 3, 4))
+        count = rng.choice((0, 1, 2, 3, 4, 5, 6))
         devices = [
             device(
                 f"gpu-{i}",
@@ -75,8 +92,16 @@ def generate(seed: int, prefix: str, classes: tuple[str, str]) -> DraScenario:
             )
             for i in range(count)
         ]
+        for item in devices:
+            if rng.random() < 0.1:
+                item["taints"] = [dict(TAINT)]
         scenario.slices.append(resource_slice(f"{name}-gpus", name, devices))
         free.extend((name, d["name"]) for d in devices)
+        if devices and rng.random() < 0.15:
+            target = rng.choice(devices)["name"]
+            selector = {"driver": DRIVER, "pool": name, "device": target}
+            rule = {"deviceSelector": selector, "taint": dict(TAINT)}
+            scenario.taint_rules.append((f"{name}-taint", rule))
     rng.shuffle(free)
     for i in range(rng.choice((0, 0, 1, 2))):
         if not free:
@@ -93,4 +118,8 @@ def generate(seed: int, prefix: str, classes: tuple[str, str]) -> DraScenario:
         scenario.taken.append((f"{prefix}-taken{i}", spec, allocation))
     requests = [_request(rng, f"r{i}", classes) for i in range(rng.choice((1, 1, 2)))]
     scenario.template = claim_spec(*requests)
+    if len(requests) == 2 and rng.random() < 0.4:
+        kind = rng.choice(("matchAttribute", "distinctAttribute"))
+        constraint = {"requests": ["r0", "r1"], kind: f"{DRIVER}/model"}
+        scenario.template["devices"]["constraints"] = [constraint]
     return scenario

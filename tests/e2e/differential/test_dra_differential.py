@@ -48,8 +48,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 KUBE, PODIUM = "dradiff-kube", "dradiff-podium"
 SETTLE = 0.3  # seconds for both schedulers' watches to see a DRA change
-# Each scenario takes about a second; the family fits make test at this size.
-DEFAULT_SCENARIOS = 200
 
 
 # Each side's claim has its own generated name; an aborted attempt names the device
@@ -76,7 +74,8 @@ async def _decide(
     """The scheduler's decision on a fresh pod, and the devices its claim got."""
     core = client.CoreV1Api(api)
     name = f"incoming-{scheduler}"
-    body = with_claims(make_pod(name, scheduler_name=scheduler), {"gpu": template})
+    pod = make_pod(name, cpu="500m", scheduler_name=scheduler)
+    body = with_claims(pod, {"gpu": template})
     await core.create_namespaced_pod(namespace, cast(Any, body))
     (claim_name,) = await dra.instantiate(name)
 
@@ -118,6 +117,11 @@ async def _run(
     slices = [
         str((await dra.create("resourceslices", s))["metadata"]["name"]) for s in scenario.slices
     ]
+    rules = []
+    for rule_name, spec in scenario.taint_rules:
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "spec": spec}
+        body["metadata"] = {"name": rule_name}
+        rules.append(str((await dra.create("devicetaintrules", body))["metadata"]["name"]))
     template = f"t{scenario.seed}"
     decisions: dict[str, dict[str, Any]] = {}
     try:
@@ -141,6 +145,8 @@ async def _run(
         )
         for name in slices:
             await dra.delete("resourceslices", name)
+        for name in rules:
+            await dra.delete("devicetaintrules", name)
         await delete_nodes(api, names)
         await kube_log.wait_events([(kube_scores.NODE_DELETED, n) for n in names], after=mark)
     best = cycle.unique_best(kube["node"]) if cycle else ""
@@ -183,7 +189,7 @@ async def test_dra_agrees_with_kube_scheduler(
     kube = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
     await podium("--scheduler-name", PODIUM)
     kube_log = KubeLog(kube.log_path)
-    count = min(int(pytestconfig.getoption("--scenarios")), DEFAULT_SCENARIOS)
+    count = int(pytestconfig.getoption("--scenarios"))  # about 1.1 s each
     results = []
     for seed in range(count):
         scenario = generate(seed, f"{namespace[:20]}-d{seed}", classes)
@@ -211,8 +217,13 @@ def test_scenarios_are_valid_and_varied() -> None:
     """The generator's states: valid shapes, and the cases the family is meant to cover."""
     scenarios = [generate(seed, "x", ("c1", "c2")) for seed in range(200)]
     requests = [r for s in scenarios for r in s.template["devices"]["requests"]]
-    assert any(r["exactly"].get("allocationMode") == "All" for r in requests)
-    assert any("selectors" in r["exactly"] for r in requests)
+    exact = [r["exactly"] for r in requests if "exactly" in r]
+    assert any(r.get("allocationMode") == "All" for r in exact)
+    assert any("selectors" in r for r in exact)
+    assert any("firstAvailable" in r for r in requests)
+    assert any(s.taint_rules for s in scenarios)
+    assert any("constraints" in s.template["devices"] for s in scenarios)
+    assert any("taints" in d for s in scenarios for sl in s.slices for d in sl["spec"]["devices"])
     assert any(s.taken for s in scenarios)
     assert any(not s.slices[0]["spec"]["devices"] for s in scenarios)
     for s in scenarios:
