@@ -162,6 +162,19 @@ class ClaimBinder:
             written["allocationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         return self._seen(await self.client.request("PUT", _path(claim) + "/status", body))
 
+    async def deallocate(self, claim: Claim) -> None:
+        """PostFilter: clear reservedFor, allocation and devices of a stale claim."""
+        body = copy.deepcopy(dict(claim.raw))
+        status = body.setdefault("status", {})
+        for key in ("reservedFor", "allocation", "devices"):
+            status.pop(key, None)
+        try:
+            self._seen(await self.client.request("PUT", _path(claim) + "/status", body))
+        except ApiError as exc:  # the next attempt finds the claim still stale
+            log.warning("deallocation_failed", claim=claim.key, error=str(exc))
+            return
+        log.info("claim_deallocated", claim=claim.key)
+
     async def unreserve(self, pod: PodInfo, plan: ClaimPlan) -> None:
         """Unreserve: in-flight allocations dropped, the pod out of every ``reservedFor``."""
         self.release(pod, plan)

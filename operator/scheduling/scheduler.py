@@ -23,13 +23,15 @@ from typing import Any
 
 import structlog
 
-from podium.algorithms.dynamic_resources.plugin import NAME as DRA
 from podium.algorithms.dynamic_resources.plugin import (
+    DEALLOCATED,
     ClaimPlan,
     dynamic_resources,
     plan_claims,
     pre_enqueue,
+    stale_claim,
 )
+from podium.algorithms.dynamic_resources.plugin import NAME as DRA
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
 from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
@@ -508,6 +510,9 @@ class PodiumScheduler:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
             nominating: str | None = ""  # no PostFilter ran: clear any nomination
+            # DynamicResources' PostFilter runs first: it frees a stale claim.
+            freed = self._deallocate(profile, pod)
+            diagnosis.post_filter_msg = freed
             if profile.preemption:
                 result = evaluate(
                     profile,
@@ -519,7 +524,7 @@ class PodiumScheduler:
                     self.nominator.by_node,
                     nominated_node,
                 )
-                diagnosis.post_filter_msg = result.message
+                diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
                 nominating = result.nominating
                 if result.candidate is not None and not profile.dry_run:
                     node = result.candidate.node
@@ -594,6 +599,17 @@ class PodiumScheduler:
             self.volume_binder.assume(plan)
         self.binds_in_flight += 1
         self._spawn(self._bind(entry, node, profile, started, record, plan, claims))
+
+    def _deallocate(self, profile: Profile, pod: PodInfo) -> str:
+        """DynamicResources' PostFilter: its message once a stale claim's write is out."""
+        plugin = dynamic_resources(profile) if pod.resource_claims else None
+        if plugin is None or profile.dry_run:
+            return ""
+        claim = stale_claim(plugin, self.dra, pod)
+        if claim is None:
+            return ""
+        self._spawn(self.claim_binder.deallocate(claim))
+        return DEALLOCATED
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
         """Record a nomination (or its clearing) in memory and on the pod's status."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any
@@ -23,6 +24,7 @@ from .dra import (
     device,
     device_class,
     exactly,
+    resource_claim,
     resource_slice,
     with_claims,
 )
@@ -164,3 +166,75 @@ async def test_many_claim_pods_in_flight_never_share_a_device(
         assert result["pool"] == placed[uid], "the device is not on the pod's node"
     owners = {c["metadata"]["ownerReferences"][0]["uid"] for c in claims if c.get("status")}
     assert set(placed) <= owners
+
+
+async def test_a_shared_claim_pins_its_node_and_reserves_for_every_pod(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, dra: Dra
+) -> None:
+    """Two pods name one claim: the first allocates it, the second joins reservedFor."""
+    a, b = await node_factory([make_node(f"{namespace}-a"), make_node(f"{namespace}-b")])
+    klass = await setup_gpus(dra, namespace, [a, b], 1)
+    selector = 'device.attributes["gpu.example.com"].model == "a"'
+    await dra.create(
+        "resourceclaims", resource_claim("shared", claim_spec(exactly("gpu", klass, 1, selector)))
+    )
+    await podium()
+    for name in ("p1", "p2"):
+        await create_pod(
+            api_client, namespace, with_claims(make_pod(name), claims={"gpu": "shared"})
+        )
+
+    async def both() -> list[str] | None:
+        nodes = [
+            (await read_pod(api_client, namespace, n))["spec"].get("nodeName") for n in ("p1", "p2")
+        ]
+        return [str(n) for n in nodes] if all(nodes) else None
+
+    assert await wait_for(both, timeout=30, message="both pods bound") == [a, a]
+    (claim,) = await dra.claims()
+    uids = [(await read_pod(api_client, namespace, n))["metadata"]["uid"] for n in ("p1", "p2")]
+    assert sorted(r["uid"] for r in claim["status"]["reservedFor"]) == sorted(uids)
+    assert allocated_devices([claim]) == [("gpu.example.com", a, "gpu-0")]
+
+
+async def test_a_claim_allocated_on_a_gone_node_is_deallocated_then_allocated_again(
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    kube_scheduler: Any,
+    dra: Dra,
+) -> None:
+    """PostFilter frees a stale allocation: both schedulers say so in the same words, and
+    the next attempt allocates the claim on a node that exists."""
+    nodes = await node_factory([make_node(f"{namespace}-{i}") for i in range(2)])
+    klass = await setup_gpus(dra, namespace, nodes, 1)
+    term = {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["gone"]}]}
+    result = {"request": "gpu", "driver": "gpu.example.com", "pool": "gone", "device": "gpu-0"}
+    stale = {"devices": {"results": [result]}, "nodeSelector": {"nodeSelectorTerms": [term]}}
+    await podium()
+    await kube_scheduler("dra-kube")
+    for name, scheduler in (("p", "podium"), ("k", "dra-kube")):
+        await dra.create("resourceclaims", resource_claim(name, claim_spec(exactly("gpu", klass))))
+        await dra.allocate(name, stale)
+        pod = with_claims(make_pod(name, scheduler_name=scheduler), claims={"gpu": name})
+        await create_pod(api_client, namespace, pod)
+
+    async def failure(name: str) -> str:
+        events = await pod_events(api_client, namespace, name, "FailedScheduling")
+        return str(events[0].message) if events else ""
+
+    async def bound(name: str) -> str:
+        return str((await read_pod(api_client, namespace, name))["spec"].get("nodeName") or "")
+
+    expected = (
+        "0/2 nodes are available: 2 resourceclaim not available on the node. "
+        "deallocation of ResourceClaim completed, "
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    for name in ("k", "p"):
+        got = await wait_for(functools.partial(failure, name), timeout=30, message=name)
+        assert got == expected, name
+        node = await wait_for(functools.partial(bound, name), timeout=30, message=name)
+        (claim,) = [c for c in await dra.claims() if c["metadata"]["name"] == name]
+        assert allocated_devices([claim]) == [("gpu.example.com", node, "gpu-0")]

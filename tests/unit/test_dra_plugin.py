@@ -22,6 +22,7 @@ from podium.algorithms.dynamic_resources.plugin import (
     plan_claims,
     pre_enqueue,
     prepare,
+    stale_claim,
 )
 from podium.framework.plugin import Cycle, PluginError
 from podium.kube.manifests import make_node, make_pod
@@ -546,3 +547,27 @@ def test_wake_moves_only_pods_the_plugin_rejected() -> None:
     entry.rejected_by = frozenset({"DynamicResources"})
     queue.wake([POD_UID], "DynamicResources")
     assert entry.where in ("backoff", "active")
+
+
+@pytest.mark.parametrize(
+    ("reserved", "stale"),
+    [
+        pytest.param((), True, id="reserved-for-nobody"),
+        pytest.param((POD_UID,), True, id="reserved-for-this-pod-only"),
+        pytest.param(("other",), False, id="in-use-by-another-pod"),
+    ],
+)
+def test_post_filter_picks_a_claim_no_other_pod_uses(
+    reserved: tuple[str, ...], stale: bool
+) -> None:
+    body = claim("c", [exactly()], allocation=on_node("gone"), reserved=reserved)
+    the_pod = pod(claims={"gpu": "c"})
+    _, snapshot = build_snapshot([parse_node(make_node("n1"))], [])
+    snapshot.dra.apply("resourceclaims", None, body)
+    cycle = Cycle(the_pod, snapshot)
+    plugin = DynamicResources()
+    plugin.pre_filter(cycle)
+    (rejection,) = plugin.filter(cycle, np.arange(1))
+    assert rejection.reason == NOT_AVAILABLE
+    found = stale_claim(plugin, snapshot.dra, the_pod)
+    assert (found.name if found else None) == ("c" if stale else None)

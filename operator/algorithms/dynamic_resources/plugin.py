@@ -54,6 +54,7 @@ from podium.state.dra import Claim, DraStore
 
 __all__ = [
     "CANNOT_ALLOCATE",
+    "DEALLOCATED",
     "NAME",
     "NOT_AVAILABLE",
     "ClaimPlan",
@@ -63,11 +64,13 @@ __all__ = [
     "plan_claims",
     "pod_claims",
     "pre_enqueue",
+    "stale_claim",
 ]
 
 NAME = "DynamicResources"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+DEALLOCATED = "deallocation of ResourceClaim completed"
 # resourceapi.FirstAvailableDeviceRequestMaxSize
 FIRST_AVAILABLE_MAX = 8
 _STATE = "DynamicResources/claims"
@@ -173,6 +176,8 @@ class PodClaims:
     allocator: Allocator | None
     # Node row -> the allocations for ``to_allocate`` there, or the rejection reason.
     nodes: dict[int, list[dict[str, Any]] | str] = field(default_factory=dict)
+    # Indexes of allocated claims some node could not use (PostFilter's candidates).
+    unavailable: set[int] = field(default_factory=set)
 
 
 def _node_json(node: NodeInfo) -> dict[str, Any]:
@@ -224,10 +229,10 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
         else:
             result = found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
     if not isinstance(result, str):
-        for terms in state.terms:
+        for index, terms in enumerate(state.terms):
             if terms is not None and not any(t.matches(node) for t in terms):
+                state.unavailable.add(index)
                 result = NOT_AVAILABLE
-                break
     state.nodes[row] = result
     return result
 
@@ -330,6 +335,20 @@ class DynamicResources(FilterPlugin, ScorePlugin):
             return None
         uid, version, state = self._memo
         return state if uid == pod.uid and version == store.version else None
+
+
+def stale_claim(plugin: DynamicResources, store: DraStore, pod: PodInfo) -> Claim | None:
+    """PostFilter: an allocated claim unavailable on some node that no other pod uses,
+    to deallocate so the next attempt can allocate it afresh. Go picks one at random
+    among several; Podium takes the first in the pod's order."""
+    state = plugin.memo(pod, store)
+    if state is None:
+        return None
+    for index in sorted(state.unavailable):
+        claim = state.claims[index]
+        if not claim.reserved_for or claim.reserved_for == (pod.uid,):
+            return claim
+    return None
 
 
 @dataclass(slots=True)
