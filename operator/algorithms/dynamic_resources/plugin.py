@@ -1,7 +1,7 @@
 """DynamicResources: a pod with ResourceClaims goes only where its claims can be allocated.
 
 kube-scheduler v1.37.2's ``dynamicresources`` plugin, without pod groups,
-DRA-backed extended resources, binding conditions or PostFilter deallocation:
+DRA-backed extended resources or binding conditions:
 
 - PreEnqueue (``pre_enqueue``): the pod waits, with no cycle, Event or
   condition, until every claim it names exists (``ResourceClaim not created
@@ -13,6 +13,8 @@ DRA-backed extended resources, binding conditions or PostFilter deallocation:
   (``cannot allocate all claims``), and every allocated claim's node selector
   must match (``resourceclaim not available on the node``). An allocator error
   (a CEL selector that fails) aborts the attempt, as in kube-scheduler.
+- PostFilter (``stale_claim``): an allocated claim some node could not use and no
+  other pod reserves is deallocated, so the next attempt can allocate it afresh.
 - Score: 8 minus the index of each chosen ``firstAvailable`` subrequest, summed,
   normalized, weight 2.
 
