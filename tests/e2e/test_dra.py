@@ -238,3 +238,44 @@ async def test_a_claim_allocated_on_a_gone_node_is_deallocated_then_allocated_ag
         node = await wait_for(functools.partial(bound, name), timeout=30, message=name)
         (claim,) = [c for c in await dra.claims() if c["metadata"]["name"] == name]
         assert allocated_devices([claim]) == [("gpu.example.com", node, "gpu-0")]
+
+
+async def test_a_selector_failing_at_run_time_aborts_the_attempt_cleanly(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, dra: Dra
+) -> None:
+    """kube-scheduler's Error status: SchedulerError condition and Event, no claim write,
+    and the worker goes on scheduling other pods."""
+    a, b = await node_factory([make_node(f"{namespace}-a"), make_node(f"{namespace}-b")])
+    klass = await setup_gpus(dra, namespace, [a, b], 1)
+    broken = 'device.attributes["gpu.example.com"].missing == 1'
+    await dra.create(
+        "resourceclaims", resource_claim("broken", claim_spec(exactly("gpu", klass, 1, broken)))
+    )
+    proc = await podium()
+    await create_pod(api_client, namespace, with_claims(make_pod("p"), claims={"gpu": "broken"}))
+    await create_pod(api_client, namespace, make_pod("plain"))
+
+    async def condition() -> dict[str, Any] | None:
+        pod = await read_pod(api_client, namespace, "p")
+        for cond in pod["status"].get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond.get("reason") == "SchedulerError":
+                return dict(cond)
+        return None
+
+    cond = await wait_for(condition, timeout=30, message="SchedulerError condition")
+    assert cond["message"].startswith(
+        'running "DynamicResources" filter plugin: claim '
+        f"{namespace}/broken: selector #0 on device gpu.example.com/"
+    ), cond["message"]
+    assert "CEL runtime error" in cond["message"]
+    events = await pod_events(api_client, namespace, "p", "FailedScheduling")
+    assert events and events[-1].message == cond["message"]
+
+    async def plain_bound() -> str:
+        return str((await read_pod(api_client, namespace, "plain"))["spec"].get("nodeName") or "")
+
+    assert await wait_for(plain_bound, timeout=30, message="plain pod bound") in (a, b)
+    (claim,) = await dra.claims()
+    assert "status" not in claim or not claim["status"].get("allocation")
+    assert not claim["metadata"].get("finalizers")
+    assert not any("scheduling_error" in line for line in proc.log_lines())
