@@ -14,10 +14,18 @@ complete solution wins. ``firstAvailable`` sub-requests are tried in order.
 
 DeviceTaintRules: pass them as ``taint_rules`` (DeviceTaintRule JSON); their taints are
 appended to the matching devices before allocation, as the scheduler's slice tracker does.
+
+Outcomes: a list of AllocationResult dicts; None when the claims do not fit on the node
+(``last_reason`` is "invalid resource pools were encountered" when Go reports that as the
+node's unschedulable reason, else ""); AllocationError for what Go returns as a plain
+error (CEL errors, unknown class, "All" over an incomplete or invalid pool, more than 32
+devices per claim, a constraint that an "All" request cannot meet). The caller is expected
+to check classes first, as the plugin does (a missing class is unschedulable there).
 """
 
 from __future__ import annotations
 
+import copy
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,7 +39,7 @@ from podium.algorithms.dynamic_resources.capacity import (
     format_quantity,
     request_fits,
 )
-from podium.algorithms.dynamic_resources.cel import CelError, compile_selector, device_variables
+from podium.algorithms.dynamic_resources.cel import CelError, device_matches
 from podium.algorithms.dynamic_resources.model import (
     AllocatedState,
     AllocationError,
@@ -296,8 +304,6 @@ class Allocator:
                 self._shared.append(s)
         # Available counters per pool, computed on first use (never changes for this state).
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
-        # Selector outcome per (expression, device): CEL is deterministic on fixed input.
-        self._cel_results: dict[tuple[str, int], bool] = {}
         self.last_reason = ""
         """Why the last ``allocate`` returned None when Go reports it (invalid pools)."""
         self.allocate_one_calls = 0
@@ -348,24 +354,6 @@ class Allocator:
                                 target[name] -= value
         self._available_counters[pool.pool_id] = available
         return available
-
-    def selector_matches(self, expression: str, device: Device, driver: str) -> bool:
-        """Evaluate one CEL selector; CelError on compile or runtime errors."""
-        key = (expression, id(device))
-        cached = self._cel_results.get(key)
-        if cached is not None:
-            return cached
-        compiled = compile_selector(expression)
-        if compiled.error:
-            raise CelError(f"CEL compile error: {compiled.error}")
-        if device.cel_variables is None:
-            device.cel_variables = device_variables(driver, device.raw)
-        try:
-            result = compiled.matches(device.cel_variables)
-        except CelError as exc:
-            raise CelError(f"CEL runtime error: {exc}") from None
-        self._cel_results[key] = result
-        return result
 
 
 class _Run:
@@ -590,7 +578,7 @@ class _Run:
                     else f"claim {self._claim_name(self.claims[claim_index])}"
                 )
                 try:
-                    if not self.owner.selector_matches(expression, device, s.driver):
+                    if not device_matches(expression, s.driver, device.raw):
                         return False
                 except CelError as exc:
                     text = str(exc)
@@ -900,7 +888,7 @@ class _Run:
                 entry["adminAccess"] = r.admin_access
             tolerations = self._lookup(claim_index, claim, r).tolerations
             if tolerations:
-                entry["tolerations"] = [dict(t) for t in tolerations]
+                entry["tolerations"] = copy.deepcopy(list(tolerations))
             if DEVICE_BINDING_AND_STATUS:
                 if r.device.binding_conditions:
                     entry["bindingConditions"] = list(r.device.binding_conditions)
@@ -1026,12 +1014,12 @@ class _Run:
             return None
         term: dict[str, Any] = {}
         if expressions:
-            term["matchExpressions"] = [dict(e) for e in expressions]
+            term["matchExpressions"] = copy.deepcopy(expressions)
         if fields:
-            term["matchFields"] = [dict(f) for f in fields]
+            term["matchFields"] = copy.deepcopy(fields)
         return {"nodeSelectorTerms": [term]}
 
 
 def _device_config(item: Mapping[str, Any]) -> dict[str, Any]:
-    """The inline DeviceConfiguration of a class or claim config entry (``opaque``)."""
-    return {k: v for k, v in item.items() if k not in ("requests", "source")}
+    """The inline DeviceConfiguration of a class or claim config entry (``opaque``), copied."""
+    return copy.deepcopy({k: v for k, v in item.items() if k not in ("requests", "source")})

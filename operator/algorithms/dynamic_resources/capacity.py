@@ -58,7 +58,7 @@ def _go_mod(a: int, b: int) -> int:
 def _round_up_range(requested: Consumed, valid_range: ValidRange) -> Consumed:
     assert valid_range.min is not None
     if requested.value < valid_range.min:
-        return Consumed(valid_range.min, "")
+        return Consumed(valid_range.min, valid_range.min_text)
     if valid_range.step is None:
         return requested
     if requested.value > _MAX_INT64:
@@ -91,9 +91,9 @@ def _calculate(requested: Consumed | None, cap: Capacity) -> Consumed:
     if cap.policy.valid_range is not None and cap.policy.valid_range.min is not None:
         return _round_up_range(requested, cap.policy.valid_range)
     if cap.policy.valid_values is not None:
-        for valid in cap.policy.valid_values:
+        for valid, text in zip(cap.policy.valid_values, cap.policy.valid_texts, strict=True):
             if requested.value <= valid:
-                return Consumed(valid, "")
+                return Consumed(valid, text)
     return requested
 
 

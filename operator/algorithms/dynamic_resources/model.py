@@ -114,6 +114,7 @@ class ValidRange:
     max: Decimal | None
     step: Decimal | None
     step_text: str
+    min_text: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,6 +123,7 @@ class RequestPolicy:
     default_text: str
     valid_values: tuple[Decimal, ...] | None
     valid_range: ValidRange | None
+    valid_texts: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +151,6 @@ class Device:
     all_nodes: bool
     node_selector: Mapping[str, Any] | None
     allow_multiple_allocations: bool | None
-    cel_variables: dict[str, Any] | None = None
 
 
 @dataclass(slots=True, eq=False)
@@ -192,6 +193,7 @@ def _policy(raw: Mapping[str, Any] | None, what: str) -> RequestPolicy | None:
             max=None if valid_range.get("max") is None else quantity(valid_range["max"], what),
             step=None if step is None else quantity(step, what),
             step_text="" if step is None else str(step),
+            min_text=str(valid_range.get("min") or ""),
         )
     return RequestPolicy(
         default=None if default_raw is None else quantity(default_raw, what),
@@ -200,6 +202,7 @@ def _policy(raw: Mapping[str, Any] | None, what: str) -> RequestPolicy | None:
         if valid_values is None
         else tuple(quantity(v, what) for v in valid_values),
         valid_range=range_,
+        valid_texts=tuple(str(v) for v in valid_values or ()),
     )
 
 

@@ -60,8 +60,10 @@ def request(
     return {"name": name, "exactly": exactly}
 
 
-def all_request(name: str, class_name: str, **kwargs: Any) -> Json:
-    return request(name, class_name, 0, mode="All", **kwargs)
+def all_request(
+    name: str, class_name: str, *, selectors: list[Json] | None = None, **kwargs: Any
+) -> Json:
+    return request(name, class_name, 0, *(selectors or []), mode="All", **kwargs)
 
 
 def sub_request(

@@ -249,7 +249,29 @@ CASES: dict[str, Case] = {
         claims=[claim("claim-0", request("req-0", "class-a", 1, cel("noSuchVar")))],
         classes=[CLASS_A],
         slices=[slice_with_one_device("slice-1", "node-1", "pool-1", A)],
-        error="claim claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error",
+        error="undeclared reference",
+    ),
+    "invalid-CEL-one-device-class": Case(
+        claims=[claim("claim-0", request("req-0", "class-a"))],
+        classes=[{"metadata": {"name": "class-a"}, "spec": {"selectors": [cel("noSuchVar")]}}],
+        slices=[slice_with_one_device("slice-1", "node-1", "pool-1", A)],
+        error="class class-a: selector #0: CEL compile error: compilation failed: undeclared "
+        "reference to 'noSuchVar'",
+    ),
+    "invalid-CEL-all-devices": Case(
+        claims=[claim("claim-0", all_request("req-0", "class-a", selectors=[cel("noSuchVar")]))],
+        classes=[CLASS_A],
+        slices=[slice_with_one_device("slice-1", "node-1", "pool-1", A)],
+        error="undeclared reference",
+    ),
+    "cel-runtime-error": Case(
+        claims=[
+            claim("claim-0", request("req-0", "class-a", 1, cel('device.attributes["x.io"].y')))
+        ],
+        classes=[CLASS_A],
+        slices=[slice_with_one_device("slice-1", "node-1", "pool-1", A)],
+        error="claim claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error: "
+        "no such key",
     ),
     "invalid-CEL-syntax": Case(
         claims=[claim("claim-0", request("req-0", "class-a", 1, cel("device.driver ==")))],
