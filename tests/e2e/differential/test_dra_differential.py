@@ -51,14 +51,14 @@ SETTLE = 0.3  # seconds for both schedulers' watches to see a DRA change
 
 
 # Each side's claim has its own generated name; an aborted attempt names the device
-# whose selector failed, and kube-scheduler filters nodes in parallel, so which node's
-# device it names first is a race.
+# (and so the node) where it failed, and kube-scheduler filters nodes in parallel, so
+# which node's device it names is a race.
 _CLAIM = re.compile(r"incoming-dradiff-(kube|podium)-gpu-[a-z0-9]{5}")
-_DEVICE = re.compile(r"on device [^ ]+:")
+_DEVICE = re.compile(r"gpu\.example\.com/[^ :]+")
 
 
 def _normalized(message: str) -> str:
-    return _DEVICE.sub("on device <device>:", _CLAIM.sub("<claim>", message))
+    return _DEVICE.sub("<device>", _CLAIM.sub("<claim>", message))
 
 
 @pytest_asyncio.fixture(loop_scope="session")
