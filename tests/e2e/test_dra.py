@@ -268,8 +268,12 @@ async def test_a_selector_failing_at_run_time_aborts_the_attempt_cleanly(
         f"{namespace}/broken: selector #0 on device gpu.example.com/"
     ), cond["message"]
     assert "CEL runtime error" in cond["message"]
-    events = await pod_events(api_client, namespace, "p", "FailedScheduling")
-    assert events and events[-1].message == cond["message"]
+
+    async def event() -> str:
+        events = await pod_events(api_client, namespace, "p", "FailedScheduling")
+        return str(events[-1].message) if events else ""
+
+    assert await wait_for(event, timeout=30, message="FailedScheduling") == cond["message"]
 
     async def plain_bound() -> str:
         return str((await read_pod(api_client, namespace, "plain"))["spec"].get("nodeName") or "")
