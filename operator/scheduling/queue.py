@@ -216,7 +216,7 @@ class SchedulingQueue:
 
     def park(self, entry: QueuedPod) -> None:
         """A PreEnqueue check turned the pod away: it waits with the gated pods, this pop
-        not counted as an attempt, until a pod update or ``wake`` lets it try again."""
+        not counted as an attempt, until a pod update or ``hint`` lets it try again."""
         if self.entries.get(entry.pod.uid) is not entry:
             return  # deleted while in flight
         if entry.pending_update is not None:
@@ -224,7 +224,7 @@ class SchedulingQueue:
         entry.attempts -= 1
         self._set_where(entry, "gated")
 
-    def wake(self, uids: Iterable[str], plugin: str) -> None:
+    def hint(self, uids: Iterable[str], plugin: str) -> None:
         """An event that concerns only these pods (a queueing hint): parked ones go to
         activeQ, those ``plugin`` rejected in a cycle to backoffQ."""
         for uid in uids:

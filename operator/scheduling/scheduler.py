@@ -233,7 +233,7 @@ class PodiumScheduler:
 
     def _wake_claim(self, key: str) -> None:
         """The pods naming claim ``key`` may fit now (its status or in-flight state moved)."""
-        self.queue.wake(list(self.dra.users.get(key, ())), DRA)
+        self.queue.hint(list(self.dra.users.get(key, ())), DRA)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)

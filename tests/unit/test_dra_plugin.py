@@ -532,20 +532,20 @@ def test_a_parked_pod_waits_uncounted_until_woken() -> None:
     assert popped is entry and entry.attempts == 1
     queue.park(entry)
     assert (entry.where, entry.attempts) == ("gated", 0)
-    queue.wake(["unknown", POD_UID], "DynamicResources")
+    queue.hint(["unknown", POD_UID], "DynamicResources")
     assert entry.where == "active"
 
 
-def test_wake_moves_only_pods_the_plugin_rejected() -> None:
+def test_hint_moves_only_pods_the_plugin_rejected() -> None:
     queue = SchedulingQueue(clock=lambda: 100.0)
     queue.add(pod({"gpu": "c"}))
     entry = queue.entries[POD_UID]
     asyncio.run(queue.pop())
     queue.requeue(entry, rejected_by=frozenset({"NodeResourcesFit"}))
-    queue.wake([POD_UID], "DynamicResources")
+    queue.hint([POD_UID], "DynamicResources")
     assert entry.where == "unschedulable"
     entry.rejected_by = frozenset({"DynamicResources"})
-    queue.wake([POD_UID], "DynamicResources")
+    queue.hint([POD_UID], "DynamicResources")
     assert entry.where in ("backoff", "active")
 
 
