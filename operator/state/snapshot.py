@@ -291,6 +291,7 @@ def build_snapshot(
             cache.add_pod(pod)
     snapshot = Snapshot()
     snapshot.volumes.load(storage)
+    snapshot.dra.load(storage)  # DRA objects travel with the storage objects
     snapshot.selectors.load(selectors)
     snapshot.namespace_labels = {k: dict(v) for k, v in (namespace_labels or {}).items()}
     snapshot.update(cache)

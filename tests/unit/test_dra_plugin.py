@@ -5,6 +5,7 @@ tests live with it."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -24,12 +25,15 @@ from podium.algorithms.dynamic_resources.plugin import (
     prepare,
     stale_claim,
 )
+from podium.framework.cycle import Scheduler
 from podium.framework.plugin import Cycle, PluginError
 from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import PodInfo, parse_node, parse_pod
+from podium.policy import default_profile
 from podium.scheduling.queue import SchedulingQueue
 from podium.state.dra import FINALIZER, DraStore, DraUpdate, parse_claim
 from podium.state.snapshot import build_snapshot
+from podium.tools.simulation import simulate
 
 NS = "ns"
 INVALID = "invalid resource pools were encountered"
@@ -571,3 +575,68 @@ def test_post_filter_picks_a_claim_no_other_pod_uses(
     assert rejection.reason == NOT_AVAILABLE
     found = stale_claim(plugin, snapshot.dra, the_pod)
     assert (found.name if found else None) == ("c" if stale else None)
+
+
+def test_explain_and_simulate_inputs_carry_dra_objects_to_the_real_allocator(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """build_snapshot loads DRA objects given with the storage ones; the default profile
+    then allocates with the real allocator (the fake is put back for this test)."""
+    monkeypatch.undo()
+    selector = 'device.attributes["d.example.com"].model == "b"'
+    request = {
+        "name": "gpu",
+        "exactly": {"deviceClassName": "gpu", "selectors": [{"cel": {"expression": selector}}]},
+    }
+    docs: list[dict[str, Any]] = [{"kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}}]
+    docs += [
+        {
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{n}-s"},
+            "spec": {
+                "driver": "d.example.com",
+                "nodeName": n,
+                "pool": {"name": n, "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "g0", "attributes": {"model": {"string": model}}}],
+            },
+        }
+        for n, model in (("n1", "a"), ("n2", "b"))
+    ]
+    docs.append({"kind": "ResourceClaim", **claim("c", [request])})
+    _, snapshot = build_snapshot([parse_node(make_node(n)) for n in ("n1", "n2")], [], storage=docs)
+    placement = Scheduler().schedule(default_profile(), snapshot, pod(claims={"gpu": "c"}))
+    assert placement.node == "n2"
+    docs = copy.deepcopy(docs)  # a changed object is a new one, as from a watch event
+    docs[2]["spec"]["devices"][0]["attributes"]["model"] = {"string": "c"}
+    _, snapshot = build_snapshot([parse_node(make_node(n)) for n in ("n1", "n2")], [], storage=docs)
+    placement = Scheduler().schedule(default_profile(), snapshot, pod(claims={"gpu": "c"}))
+    assert placement.diagnosis is not None
+    assert placement.diagnosis.message() == "0/2 nodes are available: 2 cannot allocate all claims."
+
+
+def test_simulate_never_hands_one_device_to_two_pods(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.undo()
+    docs: list[dict[str, Any]] = [{"kind": "DeviceClass", "metadata": {"name": "gpu"}, "spec": {}}]
+    docs.append(
+        {
+            "kind": "ResourceSlice",
+            "metadata": {"name": "s"},
+            "spec": {
+                "driver": "d.example.com",
+                "nodeName": "n1",
+                "pool": {"name": "n1", "generation": 1, "resourceSliceCount": 1},
+                "devices": [{"name": "g0"}],
+            },
+        }
+    )
+    pods = []
+    for name in ("c1", "c2"):
+        docs.append({"kind": "ResourceClaim", **claim(name, [exactly()])})
+        body = make_pod(f"p-{name}")
+        body["metadata"].update(namespace=NS, uid=f"uid-p-{name}")
+        body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimName": name}]
+        pods.append(parse_pod(body))
+    result = simulate(default_profile(), [parse_node(make_node("n1"))], [], pods, storage=docs)
+    assert [p.node for p in result.placements] == ["n1"]
+    (failure,) = result.unschedulable
+    assert failure.message == "0/1 nodes are available: 1 cannot allocate all claims."
