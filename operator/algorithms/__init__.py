@@ -32,6 +32,7 @@ _BUILTIN = (
     "node_volume_limits",
     "volume_binding",
     "node_declared_features",
+    "dynamic_resources.plugin",
 )
 
 for _module in _BUILTIN:

@@ -32,6 +32,7 @@ __all__ = [
     "IntArray",
     "MaskArray",
     "Plugin",
+    "PluginError",
     "PreFilterResult",
     "Rejection",
     "ScorePlugin",
@@ -58,6 +59,11 @@ class ClusterEvent(enum.Flag):
     ASSIGNED_POD_SCALE_DOWN = enum.auto()
     VOLUME = enum.auto()
     POLICY = enum.auto()
+    # DynamicResources: a ResourceSlice (or DeviceTaintRule) or DeviceClass added or
+    # changed, an allocated claim freed. Claims a pod waits for wake only that pod.
+    RESOURCE_SLICE = enum.auto()
+    DEVICE_CLASS = enum.auto()
+    RESOURCE_CLAIM = enum.auto()
 
     @classmethod
     def any_node_change(cls) -> ClusterEvent:
@@ -69,6 +75,11 @@ class ClusterEvent(enum.Flag):
             | cls.NODE_CONDITION
             | cls.NODE_DECLARED_FEATURES
         )
+
+
+class PluginError(Exception):
+    """A plugin could not decide (kube's Error status): the attempt is aborted and retried
+    with backoff; the message is the pod's condition and Event, as kube-scheduler's."""
 
 
 @dataclass(slots=True)

@@ -14,10 +14,11 @@ __all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORES", "Profile"]
 
 # kube-scheduler v1.37.2's default profile (default_plugins.go, after its
 # feature gates): its filters and its score plugins with their weights, in the
-# order it runs them. DynamicResources (a filter, and a score of weight 2 after
-# InterPodAffinity) is not in Podium yet; it would go just before
-# NodeDeclaredFeatures, which the gate appends last. NodeConditions is Podium's
-# opt-in filter, not part of kube-scheduler's profile.
+# order it runs them. DynamicResources is inserted just before DefaultPreemption in
+# the multi-point list, so it filters after InterPodAffinity and before
+# NodeDeclaredFeatures (which the gate appends last) and scores, with weight 2,
+# after InterPodAffinity. NodeConditions is Podium's opt-in filter, not part of
+# kube-scheduler's profile.
 DEFAULT_FILTERS: tuple[str, ...] = (
     "NodeName",
     "NodeUnschedulable",
@@ -31,6 +32,7 @@ DEFAULT_FILTERS: tuple[str, ...] = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
+    "DynamicResources",
     "NodeDeclaredFeatures",
 )
 DEFAULT_SCORES: tuple[tuple[str, int], ...] = (
@@ -40,6 +42,7 @@ DEFAULT_SCORES: tuple[tuple[str, int], ...] = (
     ("VolumeBinding", 1),
     ("PodTopologySpread", 2),
     ("InterPodAffinity", 2),
+    ("DynamicResources", 2),
     ("NodeResourcesBalancedAllocation", 1),
     ("ImageLocality", 1),
 )

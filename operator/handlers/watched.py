@@ -71,6 +71,17 @@ WATCHED: tuple[Watched, ...] = (
             ("storage.k8s.io", "csinodes"),
         )
     ),
+    # DRA objects, for DynamicResources.
+    *(
+        Watched("resource.k8s.io", "v1", plural, _store("on_dra", plural))
+        for plural in (
+            "deviceclasses",
+            "resourceslices",
+            "resourceclaims",
+            "resourceclaimtemplates",
+            "devicetaintrules",
+        )
+    ),
     # The Services and controllers whose selectors make system default spreading.
     *(
         Watched(group, "v1", plural, _store("on_selector", plural))

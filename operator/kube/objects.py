@@ -20,6 +20,7 @@ from podium.kube.resources import pod_resources
 __all__ = [
     "HostPort",
     "NodeInfo",
+    "PodClaim",
     "PodInfo",
     "Taint",
     "Toleration",
@@ -68,6 +69,20 @@ class HostPort:
     port: int
 
 
+@dataclass(frozen=True, slots=True)
+class PodClaim:
+    """spec.resourceClaims[i], with the generated name from status.resourceClaimStatuses.
+
+    ``generated`` is None while the status has no entry for a template claim, and ''
+    when the entry says no claim was needed (resourceClaimName null).
+    """
+
+    name: str
+    claim_name: str = ""
+    template: str = ""
+    generated: str | None = None
+
+
 @dataclass(slots=True)
 class PodInfo:
     uid: str
@@ -105,6 +120,8 @@ class PodInfo:
     problem: str = ""
     # spec.schedulingGroup.podGroupName: the PodGroup (same namespace) the pod belongs to.
     pod_group: str = ""
+    # spec.resourceClaims (DynamicResources); empty for almost every pod.
+    resource_claims: tuple[PodClaim, ...] = ()
 
     @property
     def key(self) -> str:
@@ -154,6 +171,7 @@ def requirements_changed(old: PodInfo, new: PodInfo) -> bool:
         or old.affinity != new.affinity
         or old.labels != new.labels
         or old.topology_spread != new.topology_spread
+        or old.resource_claims != new.resource_claims
     )
 
 
@@ -269,6 +287,29 @@ def normalize_image(name: str) -> str:
     return name
 
 
+def _pod_claims(spec: Json, status: Json) -> tuple[PodClaim, ...]:
+    raw = _list(spec.get("resourceClaims"))
+    if not raw:
+        return ()
+    generated: dict[str, str] = {}
+    for entry in _list(status.get("resourceClaimStatuses")):
+        entry = _dict(entry)
+        generated[str(entry.get("name") or "")] = str(entry.get("resourceClaimName") or "")
+    out = []
+    for item in raw:
+        item = _dict(item)
+        name = str(item.get("name") or "")
+        out.append(
+            PodClaim(
+                name=name,
+                claim_name=str(item.get("resourceClaimName") or ""),
+                template=str(item.get("resourceClaimTemplateName") or ""),
+                generated=generated.get(name),
+            )
+        )
+    return tuple(out)
+
+
 def parse_pod(body: Json) -> PodInfo:
     meta = _dict(body.get("metadata"))
     spec = _dict(body.get("spec"))
@@ -316,6 +357,7 @@ def parse_pod(body: Json) -> PodInfo:
         raw=slim_pod(body),
         problem="; ".join(resources.problems),
         pod_group=str(_dict(spec.get("schedulingGroup")).get("podGroupName") or ""),
+        resource_claims=_pod_claims(spec, status),
     )
 
 

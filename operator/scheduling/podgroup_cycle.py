@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from podium.algorithms.dynamic_resources.plugin import ClaimPlan
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
 from podium.framework.cycle import Placement, Scheduler
 from podium.kube.client import ApiError
@@ -55,6 +56,7 @@ log = structlog.get_logger("podium.scheduling.podgroup")
 GROUP_ERROR = "pod group is unschedulable"
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 DRY_RUN = "SchedulerPolicy"  # what a dry-run decision waits for, as in schedule_one
+CLAIMS_UNSUPPORTED = "pod group members with ResourceClaims are not supported by Podium yet"
 MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
@@ -335,6 +337,10 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
             live.append(member)
     live.sort(key=lambda e: (-e.pod.priority, e.pod.created, e.pod.name))
     invalid = validate_group(group, [m.pod for m in live], scheduled)
+    if not invalid and any(m.pod.resource_claims for m in live):
+        # Placing members one after another would need each member's devices held in
+        # flight for the next; until then such a group fails loudly, never half-bound.
+        invalid = CLAIMS_UNSUPPORTED
     if invalid:
         for member in live:
             sched._fail(member, "SchedulerError", invalid, error=True, profile=profile)
@@ -386,7 +392,10 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
                 plan = plan_volumes(sched.volumes, member.pod, node)
                 sched.volume_binder.assume(plan)
             sched.binds_in_flight += 1
-            sched._spawn(sched._bind(member, placement.node, profile, started, record, plan))
+            claims = ClaimPlan()  # members with claims never get here (CLAIMS_UNSUPPORTED)
+            sched._spawn(
+                sched._bind(member, placement.node, profile, started, record, plan, claims)
+            )
             continue
         if placement is not None and not placement.node:
             diagnosis = placement.diagnosis

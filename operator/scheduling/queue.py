@@ -238,6 +238,28 @@ class SchedulingQueue:
         else:
             self._set_where(entry, "unschedulable")
 
+    def park(self, entry: QueuedPod) -> None:
+        """A PreEnqueue check turned the pod away: it waits with the gated pods, this pop
+        not counted as an attempt, until a pod update or ``hint`` lets it try again."""
+        if self.entries.get(entry.pod.uid) is not entry:
+            return  # deleted while in flight
+        if entry.pending_update is not None:
+            entry.pod, entry.pending_update = entry.pending_update, None
+        entry.attempts -= 1
+        self._set_where(entry, "gated")
+
+    def hint(self, uids: Iterable[str], plugin: str) -> None:
+        """An event that concerns only these pods (a queueing hint): parked ones go to
+        activeQ, those ``plugin`` rejected in a cycle to backoffQ."""
+        for uid in uids:
+            entry = self.entries.get(uid)
+            if entry is None:
+                continue
+            if entry.where == "gated" and not entry.pod.scheduling_gates:
+                self._push_active(entry)
+            elif entry.where == "unschedulable" and plugin in entry.rejected_by:
+                self._push_backoff(entry)
+
     def done(self, uid: str) -> None:
         """The pod was bound (or assumed and handed to the binder)."""
         entry = self.entries.pop(uid, None)

@@ -24,6 +24,8 @@ from typing import Any
 import structlog
 
 from podium.kube.client import KubeClient
+from podium.state.dra import KINDS as DRA_KINDS
+from podium.state.dra import NAMESPACED as DRA_NAMESPACED
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.volumes import KINDS as VOLUME_KINDS
 
@@ -37,9 +39,10 @@ _PATHS: dict[str, str] = {
     "nodes": "/api/v1/nodes",
     **VOLUME_KINDS,
     **SELECTOR_KINDS,
+    **DRA_KINDS,
 }
 # Namespaced kinds cached by namespace/name (pods are cached by uid).
-_BY_NAMESPACE = frozenset({"persistentvolumeclaims", *SELECTOR_KINDS})
+_BY_NAMESPACE = frozenset({"persistentvolumeclaims", *SELECTOR_KINDS, *DRA_NAMESPACED})
 
 
 @dataclass(slots=True)

@@ -23,10 +23,19 @@ from typing import Any
 
 import structlog
 
+from podium.algorithms.dynamic_resources.plugin import (
+    DEALLOCATED,
+    ClaimPlan,
+    dynamic_resources,
+    plan_claims,
+    pre_enqueue,
+    stale_claim,
+)
+from podium.algorithms.dynamic_resources.plugin import NAME as DRA
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
 from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
-from podium.framework.plugin import ClusterEvent
+from podium.framework.plugin import ClusterEvent, PluginError
 from podium.framework.preemption import evaluate
 from podium.framework.profile import Profile
 from podium.kube.client import ApiError, KubeClient
@@ -35,6 +44,7 @@ from podium.kube.pdb import Pdb, parse_pdb
 from podium.kube.resources import requests_decreased
 from podium.metrics import Metrics
 from podium.scheduling.binder import Binder, BindOutcome
+from podium.scheduling.claim_binder import ClaimBinder
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
@@ -43,6 +53,7 @@ from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder
 from podium.state.cache import Cache
+from podium.state.dra import KINDS as DRA_KINDS
 from podium.state.podgroups import KINDS as WORKLOAD_KINDS
 from podium.state.podgroups import WORKLOAD_API, PodGroupStore
 from podium.state.selectors import KINDS as SELECTOR_KINDS
@@ -103,6 +114,8 @@ class PodiumScheduler:
         self.snapshot = Snapshot()
         self.volumes = self.snapshot.volumes
         self.volume_binder = VolumeBinder(binder.client, self.volumes)
+        self.dra = self.snapshot.dra
+        self.claim_binder = ClaimBinder(binder.client, self.dra, self.on_dra, self._wake_claim)
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
@@ -208,12 +221,39 @@ class PodiumScheduler:
         if group is not None:
             self.queue.wake(self.pod_groups.member_uids(group.key))
 
+    def on_dra(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A DeviceClass, ResourceSlice, ResourceClaim, template or DeviceTaintRule event.
+
+        Slices, taint rules and classes wake every pod DynamicResources rejected; a
+        claim created or changed wakes the pods that name it (Go's queueing hint), a
+        freed allocation every pod DynamicResources rejected.
+        """
+        update = self.dra.apply(kind, event_type, body)
+        event = ClusterEvent(0)
+        if update.devices:
+            event |= ClusterEvent.RESOURCE_SLICE
+        if update.classes:
+            event |= ClusterEvent.DEVICE_CLASS
+        if update.freed:
+            event |= ClusterEvent.RESOURCE_CLAIM
+        if event:
+            self.queue.on_event(event)
+        if update.claim:
+            self._wake_claim(update.claim)
+
+    def _wake_claim(self, key: str) -> None:
+        """The pods naming claim ``key`` may fit now (its status or in-flight state moved)."""
+        self.queue.hint(list(self.dra.users.get(key, ())), DRA)
+
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         pod = parse_pod(body)
         if not pod.uid:
             return
         if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
             self.queue.wake(self.pod_groups.member_uids(pod.group_key))
+        if pod.resource_claims:
+            pending = not pod.bound and event_type != "DELETED" and not pod.terminal
+            self.dra.track(pod, pending)
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
             self.nominator.remove(pod.uid)
         elif self.serves(pod.scheduler_name):
@@ -262,6 +302,8 @@ class PodiumScheduler:
             }
         if kind in VOLUME_KINDS:
             return self.volumes.cached_versions(kind)
+        if kind in DRA_KINDS:
+            return self.dra.cached_versions(kind)
         if kind in SELECTOR_KINDS:
             return self.snapshot.selectors.cached_versions(kind)
         held = {uid: entry.pod.resource_version for uid, entry in self.queue.entries.items()}
@@ -276,6 +318,9 @@ class PodiumScheduler:
         elif kind in VOLUME_KINDS:
             namespace, _, name = key.rpartition("/")
             self.on_volume(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
+        elif kind in DRA_KINDS:
+            namespace, _, name = key.rpartition("/")
+            self.on_dra(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
         elif kind in SELECTOR_KINDS:
             namespace, _, name = key.partition("/")
             self.on_selector(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
@@ -285,6 +330,7 @@ class PodiumScheduler:
     def _pod_gone(self, uid: str) -> None:
         self.nominator.remove(uid)
         self.pod_groups.leave(uid)
+        self.dra.untrack(uid)
         removed = self.cache.remove_pod(uid)
         self.queue.delete(uid)
         if removed is not None:
@@ -315,7 +361,11 @@ class PodiumScheduler:
             self.on_node(None, item)
         # Storage for the volume plugins, selectors for default spreading: a kind that
         # cannot be listed leaves its plugin seeing none of it, as without the watch.
-        stores = [(VOLUME_KINDS, self.on_volume), (SELECTOR_KINDS, self.on_selector)]
+        stores = [
+            (VOLUME_KINDS, self.on_volume),
+            (SELECTOR_KINDS, self.on_selector),
+            (DRA_KINDS, self.on_dra),
+        ]
         if self.pod_groups.served:
             stores.append((WORKLOAD_KINDS, self.on_pod_group))
         for kinds, apply in stores:
@@ -445,6 +495,12 @@ class PodiumScheduler:
                 entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile
             )
             return
+        if pod.resource_claims and dynamic_resources(profile) is not None:
+            waiting = pre_enqueue(self.dra, pod)
+            if waiting:  # PreEnqueue: no cycle, no Event, no condition
+                log.debug("claims_pending", pod=pod.name, namespace=pod.namespace, reason=waiting)
+                self.queue.park(entry)
+                return
         if pod.pod_group and profile.gang_scheduling and self.pod_groups.served:
             schedule_group(self, entry, profile)
             return
@@ -459,14 +515,18 @@ class PodiumScheduler:
             )
             return
         nominated_node = self.nominator.node_of(pod.uid)
-        placement = self.algorithm.schedule(
-            profile,
-            self.snapshot,
-            pod,
-            record=profile.record_decisions and profile.record_top_nodes > 0,
-            nominated=self.nominator.by_node,
-            nominated_node=nominated_node,
-        )
+        try:
+            placement = self.algorithm.schedule(
+                profile,
+                self.snapshot,
+                pod,
+                record=profile.record_decisions and profile.record_top_nodes > 0,
+                nominated=self.nominator.by_node,
+                nominated_node=nominated_node,
+            )
+        except PluginError as exc:  # kube's Error status: abort, retry with backoff
+            self._fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+            return
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
         elapsed = time.perf_counter() - started
@@ -480,6 +540,9 @@ class PodiumScheduler:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
             nominating: str | None = ""  # no PostFilter ran: clear any nomination
+            # DynamicResources' PostFilter runs first: it frees a stale claim.
+            freed = self._deallocate(profile, pod)
+            diagnosis.post_filter_msg = freed
             if profile.preemption:
                 result = evaluate(
                     profile,
@@ -491,7 +554,7 @@ class PodiumScheduler:
                     self.nominator.by_node,
                     nominated_node,
                 )
-                diagnosis.post_filter_msg = result.message
+                diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
                 nominating = result.nominating
                 if result.candidate is not None and not profile.dry_run:
                     node = result.candidate.node
@@ -548,6 +611,16 @@ class PodiumScheduler:
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
         record = self._record(entry, profile, placement)
+        claims = ClaimPlan()
+        dra = dynamic_resources(profile) if pod.resource_claims else None
+        if dra is not None:
+            row = self.snapshot.index[node]
+            try:
+                claims = plan_claims(dra, self.dra, pod, self.snapshot.nodes[row], row)
+            except PluginError as exc:
+                self._fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+                return
+            self.claim_binder.assume(pod, claims)
         self.cache.assume_pod(pod, node)
         self.nominator.remove(pod.uid)
         plan = VolumePlan()
@@ -555,7 +628,18 @@ class PodiumScheduler:
             plan = plan_volumes(self.volumes, pod, self.snapshot.nodes[self.snapshot.index[node]])
             self.volume_binder.assume(plan)
         self.binds_in_flight += 1
-        self._spawn(self._bind(entry, node, profile, started, record, plan))
+        self._spawn(self._bind(entry, node, profile, started, record, plan, claims))
+
+    def _deallocate(self, profile: Profile, pod: PodInfo) -> str:
+        """DynamicResources' PostFilter: its message once a stale claim's write is out."""
+        plugin = dynamic_resources(profile) if pod.resource_claims else None
+        if plugin is None or profile.dry_run:
+            return ""
+        claim = stale_claim(plugin, self.dra, pod)
+        if claim is None:
+            return ""
+        self._spawn(self.claim_binder.deallocate(claim))
+        return DEALLOCATED
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
         """Record a nomination (or its clearing) in memory and on the pod's status."""
@@ -575,23 +659,29 @@ class PodiumScheduler:
         started: float,
         record: dict[str, Any] | None,
         plan: VolumePlan,
+        claims: ClaimPlan,
     ) -> None:
         pod = entry.pod
+        why = ""
         if not plan.empty:
             why = await self._bind_volumes(pod, node, profile, plan)
-            if why:
-                self.binds_in_flight -= 1
-                self.cache.forget_pod(pod)
-                self._fail(
-                    entry,
-                    "SchedulerError",
-                    why,
-                    error=True,
-                    profile=profile,
-                    elapsed=time.perf_counter() - started,
-                    record=record,
-                )
-                return
+            if why and not claims.empty:
+                await self.claim_binder.unreserve(pod, claims)
+        if not why and not claims.empty:
+            why = await self._bind_claims(pod, node, claims)
+        if why:
+            self.binds_in_flight -= 1
+            self.cache.forget_pod(pod)
+            self._fail(
+                entry,
+                "SchedulerError",
+                why,
+                error=True,
+                profile=profile,
+                elapsed=time.perf_counter() - started,
+                record=record,
+            )
+            return
         try:
             outcome, why = await self.binder.bind(pod, node)
         except Exception as exc:  # the reservation must be resolved whatever happens
@@ -634,6 +724,8 @@ class PodiumScheduler:
                 )
             return
         self.cache.forget_pod(pod)
+        if not claims.empty:
+            await self.claim_binder.unreserve(pod, claims)
         if outcome is BindOutcome.GONE:
             self.queue.delete(pod.uid)
             log.info("bind_target_gone", pod=pod.name, namespace=pod.namespace, node=node)
@@ -663,6 +755,15 @@ class PodiumScheduler:
             log.exception("volume_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             self.volume_binder.revert(plan)
             return f"binding volumes: {exc}"
+
+    async def _bind_claims(self, pod: PodInfo, node: str, claims: ClaimPlan) -> str:
+        """PreBind for DynamicResources: '' once written, else why (already unreserved)."""
+        try:
+            return await self.claim_binder.bind(pod, node, claims)
+        except Exception as exc:  # the reservation must be resolved whatever happens
+            log.exception("claim_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
+            await self.claim_binder.unreserve(pod, claims)
+            return f'running PreBind plugin "{DRA}": {exc}'
 
     def _fail(
         self,

@@ -20,6 +20,7 @@ import numpy as np
 from podium.kube.objects import HostPort, NodeInfo, PodInfo
 from podium.state.arrays import IndexArray, IntArray, MaskArray
 from podium.state.cache import Cache, NodeState
+from podium.state.dra import DraStore
 from podium.state.selectors import SelectorStore
 from podium.state.volumes import VolumeStore
 
@@ -76,6 +77,8 @@ class Snapshot:
         self.volumes = VolumeStore()
         # The same for the Service and controller selectors of default topology spreading.
         self.selectors = SelectorStore()
+        # And the DRA objects and in-flight allocations of DynamicResources.
+        self.dra = DraStore()
 
     def _allocate(self, n: int) -> None:
         r = len(self.resources)
@@ -288,6 +291,7 @@ def build_snapshot(
             cache.add_pod(pod)
     snapshot = Snapshot()
     snapshot.volumes.load(storage)
+    snapshot.dra.load(storage)  # DRA objects travel with the storage objects
     snapshot.selectors.load(selectors)
     snapshot.namespace_labels = {k: dict(v) for k, v in (namespace_labels or {}).items()}
     snapshot.update(cache)

@@ -17,6 +17,7 @@ import yaml
 
 from podium.framework.profile import Profile
 from podium.policy import PolicyError, build_profile, default_profile
+from podium.state.dra import OBJECT_KINDS as DRA_KINDS
 from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
 from podium.state.volumes import OBJECT_KINDS
 
@@ -47,6 +48,7 @@ _LIST_KINDS = {
     "PodGroupList": "PodGroup",
     **{f"{kind}List": kind for kind in OBJECT_KINDS},
     **{f"{kind}List": kind for kind in SELECTOR_KINDS},
+    **{f"{kind}List": kind for kind in DRA_KINDS},
 }
 
 
@@ -106,7 +108,7 @@ def load_objects(paths: Iterable[str]) -> ClusterObjects:
                 out.pods.append(doc)
             elif kind == "SchedulerPolicy":
                 out.policies.append(doc)
-            elif kind in OBJECT_KINDS:
+            elif kind in OBJECT_KINDS or kind in DRA_KINDS:
                 out.storage.append(doc)
             elif kind in SELECTOR_KINDS:
                 out.selectors.append(doc)

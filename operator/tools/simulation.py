@@ -19,8 +19,10 @@ from typing import Any
 
 import numpy as np
 
+from podium.algorithms.dynamic_resources.plugin import dynamic_resources, plan_claims
 from podium.algorithms.volume_binding import plan_volumes, volume_binding
 from podium.framework.cycle import Scheduler, schedule
+from podium.framework.plugin import PluginError
 from podium.framework.profile import Profile
 from podium.kube.objects import NodeInfo, PodInfo, parse_pod
 from podium.kube.resources import request_sources
@@ -141,7 +143,8 @@ def simulate(
 ) -> SimulationResult:
     """Place ``pending`` one by one with the real algorithm, assuming each placement.
 
-    A placed pod's chosen PVs are assumed bound to its claims, as PreBind would.
+    A placed pod's chosen PVs are assumed bound to its claims, and its ResourceClaims'
+    devices taken, as PreBind would.
     ``selectors`` (Services and controllers) give default topology spreading its selector.
     With ``pod_groups`` and a profile with gang scheduling, a group's members are placed
     together by the live scheduler's pod-group cycle, all or none; without gang
@@ -213,7 +216,11 @@ def simulate(
                     pod.key, "no nodes available to schedule pods", {}, pod.priority, _requests(pod)
                 )
                 continue
-            placement = schedule(profile, snapshot, pod, state)
+            try:
+                placement = schedule(profile, snapshot, pod, state)
+            except PluginError as exc:  # an allocator error aborts the attempt
+                failures[pod.uid] = SimFailure(pod.key, str(exc), {}, pod.priority, _requests(pod))
+                continue
             if not placement.node:
                 diagnosis = placement.diagnosis
                 assert diagnosis is not None
@@ -239,6 +246,13 @@ def simulate(
                 node = snapshot.nodes[snapshot.index[placement.node]]
                 for claim, pv in plan_volumes(snapshot.volumes, pod, node).static:
                     snapshot.volumes.assume(claim, pv)
+            dra = dynamic_resources(profile) if pod.resource_claims else None
+            if dra is not None:  # its devices are taken for the pods after it
+                row = snapshot.index[placement.node]
+                plan = plan_claims(dra, snapshot.dra, pod, snapshot.nodes[row], row)
+                for resource_claim, allocation in plan.items:
+                    if allocation is not None:
+                        snapshot.dra.assume(resource_claim, allocation, pod.uid)
         if len(retry) == len(todo):
             break
         todo = retry

@@ -28,13 +28,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 KUBE, PODIUM = "ndf-kube", "ndf-podium"
 HOSTNAME = "kubernetes.io/hostname"
 # kube-scheduler's default plugins that are no Podium filter or score: the queue sort,
-# gates, preemption and binding live in Podium's core; DynamicResources is not built yet.
+# gates, preemption and binding live in Podium's core.
 NOT_FILTER_OR_SCORE = {
     "SchedulingGates",
     "PrioritySort",
     "DefaultPreemption",
     "DefaultBinder",
-    "DynamicResources",
 }
 
 

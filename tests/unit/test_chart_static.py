@@ -35,6 +35,7 @@ import yaml
 from podium.algorithms import FILTERS, SCORES
 from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
 from podium.policy import build_profile
+from podium.state.dra import KINDS as DRA_PATHS
 
 jsonschema = pytest.importorskip("jsonschema")
 
@@ -1134,6 +1135,9 @@ SELECTOR_RESOURCES = [
 ]
 
 
+DRA_KINDS = list(DRA_PATHS)
+
+
 def test_cluster_role_least_privilege() -> None:
     rules = _rules("clusterrole.yaml")
     granted = {
@@ -1174,6 +1178,10 @@ def test_cluster_role_least_privilege() -> None:
             for group, resource in SELECTOR_RESOURCES
             for verb in ("list", "watch")
         ),
+        *(("resource.k8s.io", kind, verb) for kind in DRA_KINDS for verb in ("list", "watch")),
+        ("resource.k8s.io", "resourceclaims", "update"),
+        ("resource.k8s.io", "resourceclaims/status", "update"),
+        ("resource.k8s.io", "resourceclaims/status", "patch"),
     }
     assert expected <= granted, expected - granted
     never = {
@@ -1187,6 +1195,10 @@ def test_cluster_role_least_privilege() -> None:
         ("podium.dev", "schedulerpolicies", "update"),
         ("apiextensions.k8s.io", "customresourcedefinitions", "create"),
         *((group, resource, "get") for group, resource in SELECTOR_RESOURCES),
+        # No DRA-backed extended resources: Podium never creates or deletes a claim.
+        ("resource.k8s.io", "resourceclaims", "create"),
+        ("resource.k8s.io", "resourceclaims", "delete"),
+        ("resource.k8s.io", "resourceslices", "update"),
     }
     assert not (never & granted), never & granted
 

@@ -163,7 +163,9 @@ async def test_direct_rows_bypass_kopf_and_feed_the_same_handler() -> None:
     direct = [row.plural for row in WATCHED if row.direct]
     assert direct == ["pods"]
     assert "pods_event" not in kopf_ids
-    assert {f"{row.plural}_event" for row in WATCHED if not (row.direct or row.optional)} <= kopf_ids
+    assert {
+        f"{row.plural}_event" for row in WATCHED if not (row.direct or row.optional)
+    } <= kopf_ids
     assert [stream.path for stream in streams] == ["/api/v1/pods"]
 
     pod = {

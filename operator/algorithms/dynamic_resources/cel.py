@@ -655,13 +655,22 @@ class CompiledSelector:
 
 
 def _runtime_message(exc: CELEvalError) -> str:
+    """cel-go's text for a missing key (``no such key: <key>`` and DRA's hint), else celpy's."""
     text = str(exc.args[0]) if exc.args else str(exc)
-    if "no such key" in text or "no such member" in text:
-        return (
-            f"no such key: {text}. consider using CEL optional chaining (.? followed by "
-            "orValue()) or guarding the check with has() for optional fields"
-        )
-    return text
+    key = None
+    if member := _MISSING_MEMBER.fullmatch(text):  # ``a.b``: the name is only in the text
+        key = member.group(1)
+    elif text == "no such key" and len(exc.args) > 2 and exc.args[2]:  # ``a["b"]``
+        key = str(exc.args[2][0])
+    if key is None:
+        return text
+    return (
+        f"no such key: {key}. consider using CEL optional chaining (.? followed by "
+        "orValue()) or guarding the check with has() for optional fields"
+    )
+
+
+_MISSING_MEMBER = re.compile(r"no such member in mapping: '(.*)'")
 
 
 _MACROS = frozenset({"all", "exists", "exists_one", "map", "filter"})

@@ -9,6 +9,8 @@ from typing import Any
 
 from podium.kube.objects import parse_node, parse_pod
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
+from podium.state.dra import KINDS as DRA_PATHS
+from podium.state.dra import OBJECT_KINDS as DRA_KINDS
 from podium.state.podgroups import WORKLOAD_API, parse_pod_group
 from podium.state.selectors import KINDS as SELECTOR_PATHS
 from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
@@ -121,6 +123,7 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
     stores = (
         (OBJECT_KINDS, VOLUME_PATHS, state.storage, "the volume plugins see none"),
         (SELECTOR_KINDS, SELECTOR_PATHS, state.selectors, "default spreading sees none"),
+        (DRA_KINDS, DRA_PATHS, state.storage, "DynamicResources sees none"),
     )
     for kinds, paths, into, consequence in stores:
         for kind, store_kind in kinds.items():

@@ -1,0 +1,400 @@
+"""DynamicResources: a pod with ResourceClaims goes only where its claims can be allocated.
+
+kube-scheduler v1.37.2's ``dynamicresources`` plugin, without pod groups,
+DRA-backed extended resources or binding conditions:
+
+- PreEnqueue (``pre_enqueue``): the pod waits, with no cycle, Event or
+  condition, until every claim it names exists (``ResourceClaim not created
+  yet`` while a template's claim has no name in the pod's status).
+- PreFilter: a claim being deleted, not owned by the pod (template claims), or
+  in flight for another pod rejects the pod; so does a request whose DeviceClass
+  does not exist. Allocated claims pin the pod to their node selector.
+- Filter, per node: the allocator must find devices for every unallocated claim
+  (``cannot allocate all claims``), and every allocated claim's node selector
+  must match (``resourceclaim not available on the node``). An allocator error
+  (a CEL selector that fails) aborts the attempt, as in kube-scheduler.
+- PostFilter (``stale_claim``): an allocated claim some node could not use and no
+  other pod reserves is deallocated, so the next attempt can allocate it afresh.
+- Score: 8 minus the index of each chosen ``firstAvailable`` subrequest, summed,
+  normalized, weight 2.
+
+Reserve and PreBind (writing the allocation and ``reservedFor``) are in
+``podium.scheduling.claim_binder``; ``plan_claims`` gives them the chosen
+node's allocations, from the Filter's memo when the cycle just computed them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from podium.algorithms.dynamic_resources.allocator import (
+    AllocationError,
+    Allocator,
+    allocated_state,
+)
+from podium.framework.plugin import (
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    IndexArray,
+    IntArray,
+    PluginError,
+    PreFilterResult,
+    Rejection,
+    ScorePlugin,
+    default_normalize,
+)
+from podium.framework.profile import Profile
+from podium.framework.registry import register
+from podium.kube.labels import NodeTerm, parse_node_terms
+from podium.kube.objects import NodeInfo, PodInfo
+from podium.state.dra import Claim, DraStore
+
+__all__ = [
+    "CANNOT_ALLOCATE",
+    "DEALLOCATED",
+    "NAME",
+    "NOT_AVAILABLE",
+    "ClaimPlan",
+    "DynamicResources",
+    "PodClaims",
+    "dynamic_resources",
+    "plan_claims",
+    "pod_claims",
+    "pre_enqueue",
+    "stale_claim",
+]
+
+NAME = "DynamicResources"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+DEALLOCATED = "deallocation of ResourceClaim completed"
+# resourceapi.FirstAvailableDeviceRequestMaxSize
+FIRST_AVAILABLE_MAX = 8
+_STATE = "DynamicResources/claims"
+
+
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def pod_claims(store: DraStore, pod: PodInfo) -> list[Claim] | str:
+    """foreachPodResourceClaim: the pod's claims in spec order, or why it cannot go on."""
+    claims: list[Claim] = []
+    for ref in pod.resource_claims:
+        must_check_owner = False
+        if ref.claim_name:
+            name = ref.claim_name
+        elif ref.template:
+            if ref.generated is None:
+                return f'pod "{pod.namespace}/{pod.name}": ResourceClaim not created yet'
+            if not ref.generated:
+                continue  # no claim was needed for this entry
+            name, must_check_owner = ref.generated, True
+        else:
+            return (
+                f'pod "{pod.namespace}/{pod.name}", spec.resourceClaim "{ref.name}": '
+                "none of the supported fields are set"
+            )
+        claim = store.claim(pod.namespace, name)
+        if claim is None:
+            return f'could not find ResourceClaim "{pod.namespace}/{name}"'
+        if claim.deleting:
+            return f'resourceclaim "{name}" is being deleted'
+        if must_check_owner and claim.controller != pod.uid:
+            return (
+                f"ResourceClaim {claim.namespace}/{claim.name} was not created for Pod "
+                f"{pod.namespace}/{pod.name} (Pod is not owner)"
+            )
+        claims.append(claim)
+    return claims
+
+
+def pre_enqueue(store: DraStore, pod: PodInfo) -> str:
+    """PreEnqueue: '' when every claim exists, else why the pod waits."""
+    if not pod.resource_claims:
+        return ""
+    found = pod_claims(store, pod)
+    return found if isinstance(found, str) else ""
+
+
+def _check_class(store: DraStore, class_name: str, request: str) -> str:
+    """validateDeviceClass: a missing class leaves the pod unschedulable until one appears."""
+    if not class_name:
+        raise PluginError(
+            f'running PreFilter plugin "{NAME}": request {request}: unsupported request type'
+        )
+    if class_name not in store.classes:
+        return f"request {request}: device class {class_name} does not exist"
+    return ""
+
+
+def _check_requests(store: DraStore, claim: Claim) -> str:
+    for request in claim.requests():
+        name = str(request.get("name") or "")
+        exactly = request.get("exactly")
+        first = _list(request.get("firstAvailable"))
+        if isinstance(exactly, Mapping):
+            why = _check_class(store, str(exactly.get("deviceClassName") or ""), name)
+        elif first:
+            why = ""
+            for sub in first:
+                sub = _dict(sub)
+                qualified = f"{name}/{sub.get('name') or ''}"
+                why = _check_class(store, str(sub.get("deviceClassName") or ""), qualified)
+                if why:
+                    break
+        else:
+            why = f"resource claim {claim.key}, request {name}: unknown request type"
+        if why:
+            return why
+    return ""
+
+
+def _node_terms(allocation: Mapping[str, Any]) -> tuple[NodeTerm, ...] | None:
+    """nodeSelectorFromAllocation: None when the allocation is usable on every node."""
+    selector = allocation.get("nodeSelector")
+    if not isinstance(selector, Mapping):
+        return None
+    return parse_node_terms(selector.get("nodeSelectorTerms"))
+
+
+@dataclass(slots=True)
+class PodClaims:
+    """PreFilter's state: the pod's claims and what each node would allocate."""
+
+    claims: list[Claim]
+    # Per claim: the allocated claim's node selector terms (None: any node, or unallocated).
+    terms: list[tuple[NodeTerm, ...] | None]
+    to_allocate: list[Claim]
+    allocator: Allocator | None
+    # Node row -> the allocations for ``to_allocate`` there, or the rejection reason.
+    nodes: dict[int, list[dict[str, Any]] | str] = field(default_factory=dict)
+    # Indexes of allocated claims some node could not use (PostFilter's candidates).
+    unavailable: set[int] = field(default_factory=set)
+
+
+def _node_json(node: NodeInfo) -> dict[str, Any]:
+    """What the allocator reads of a Node: its name and labels."""
+    return {"metadata": {"name": node.name, "labels": node.labels}}
+
+
+def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
+    """PreFilter: None without claims, a reason to reject the pod, or its state."""
+    found = pod_claims(store, pod)
+    if isinstance(found, str):
+        return found
+    if not found:
+        return None
+    terms: list[tuple[NodeTerm, ...] | None] = []
+    to_allocate: list[Claim] = []
+    for claim in found:
+        if claim.allocation is not None:
+            terms.append(_node_terms(claim.allocation))
+            continue
+        terms.append(None)
+        if store.pending_allocation(claim.uid) is not None:
+            return f"resource claim {claim.key} is in the process of being allocated"
+        why = _check_requests(store, claim)
+        if why:
+            return why
+        to_allocate.append(claim)
+    allocator = None
+    if to_allocate:
+        state = allocated_state(store.allocations())
+        allocator = Allocator(state, store.classes, store.allocator_slices())
+    return PodClaims(found, terms, to_allocate, allocator)
+
+
+def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, Any]] | str:
+    """Filter for one node: the allocations for the unallocated claims, or the reason."""
+    known = state.nodes.get(row)
+    if known is not None:
+        return known
+    result: list[dict[str, Any]] | str = []
+    if state.allocator is not None:
+        try:
+            found = state.allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
+        except AllocationError as exc:
+            raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
+        if found is None:
+            # ErrFailedAllocationOnNode's own text (invalid pools), else Go's length check.
+            result = state.allocator.last_reason or CANNOT_ALLOCATE
+        else:
+            result = found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
+    if not isinstance(result, str):
+        for index, terms in enumerate(state.terms):
+            if terms is not None and not any(t.matches(node) for t in terms):
+                state.unavailable.add(index)
+                result = NOT_AVAILABLE
+    state.nodes[row] = result
+    return result
+
+
+def first_available_score(claims: Sequence[Claim], allocations: Sequence[Mapping[str, Any]]) -> int:
+    """computeScore: FIRST_AVAILABLE_MAX - index for every chosen subrequest."""
+    score = 0
+    pending = iter(allocations)
+    for claim in claims:
+        allocation = claim.allocation if claim.allocation is not None else next(pending, {})
+        chosen = {
+            str(_dict(r).get("request") or "")
+            for r in _list(_dict(_dict(allocation).get("devices")).get("results"))
+        }
+        for request in claim.requests():
+            if isinstance(request.get("exactly"), Mapping):
+                continue
+            for index, sub in enumerate(_list(request.get("firstAvailable"))):
+                if f"{request.get('name') or ''}/{_dict(sub).get('name') or ''}" in chosen:
+                    score += FIRST_AVAILABLE_MAX - index
+    return score
+
+
+@register
+class DynamicResources(FilterPlugin, ScorePlugin):
+    name = NAME
+    description = "Allocates the devices of a pod's ResourceClaims (DRA, structured parameters)."
+    events = (
+        ClusterEvent.NODE_ADD
+        | ClusterEvent.NODE_LABEL
+        | ClusterEvent.NODE_ALLOCATABLE
+        | ClusterEvent.RESOURCE_SLICE
+        | ClusterEvent.DEVICE_CLASS
+        | ClusterEvent.RESOURCE_CLAIM
+    )
+    default_weight = 2
+
+    def __init__(self, args: Mapping[str, Any] | None = None) -> None:
+        super().__init__(args)
+        # The last Filter's state, for Reserve: (pod uid, store version, state).
+        self._memo: tuple[str, int, PodClaims] | None = None
+
+    def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
+        if not cycle.pod.resource_claims:
+            cycle.state[_STATE] = None
+            return None
+        store = cycle.snapshot.dra
+        state = prepare(store, cycle.pod)
+        if isinstance(state, str):
+            cycle.state[_STATE] = None
+            return PreFilterResult(reject=state)
+        cycle.state[_STATE] = state
+        if state is not None:
+            self._memo = (cycle.pod.uid, store.version, state)
+        return None
+
+    def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
+        state: PodClaims | None = cycle.state.get(_STATE)
+        if state is None:
+            return []
+        masks: dict[str, np.ndarray] = {}
+        snapshot_nodes = cycle.snapshot.nodes
+        for position, row in enumerate(nodes):
+            result = node_result(state, snapshot_nodes[int(row)], int(row))
+            if isinstance(result, str):
+                mask = masks.setdefault(result, np.zeros(nodes.size, dtype=bool))
+                mask[position] = True
+        return [Rejection(reason, mask, unresolvable=True) for reason, mask in masks.items()]
+
+    def explain(self, cycle: Cycle, node: int) -> str:
+        state: PodClaims | None = cycle.state.get(_STATE)
+        if state is None:
+            return ""
+        result = node_result(state, cycle.snapshot.nodes[node], node)
+        return result if isinstance(result, str) else ""
+
+    def pre_score(self, cycle: Cycle, nodes: IndexArray) -> bool:
+        state: PodClaims | None = cycle.state.get(_STATE)
+        if state is None:
+            return False
+        return any(
+            _list(r.get("firstAvailable")) for claim in state.claims for r in claim.requests()
+        )
+
+    def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
+        state: PodClaims = cycle.state[_STATE]
+        out = np.zeros(nodes.size, dtype=np.int64)
+        for position, row in enumerate(nodes):
+            result = state.nodes.get(int(row))
+            if isinstance(result, list):
+                out[position] = first_available_score(state.claims, result)
+        return out
+
+    def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:
+        return default_normalize(scores, reverse=False)
+
+    def memo(self, pod: PodInfo, store: DraStore) -> PodClaims | None:
+        """The Filter's state for ``pod`` if the store has not changed since."""
+        if self._memo is None:
+            return None
+        uid, version, state = self._memo
+        return state if uid == pod.uid and version == store.version else None
+
+
+def stale_claim(plugin: DynamicResources, store: DraStore, pod: PodInfo) -> Claim | None:
+    """PostFilter: an allocated claim unavailable on some node that no other pod uses,
+    to deallocate so the next attempt can allocate it afresh. Go picks one at random
+    among several; Podium takes the first in the pod's order."""
+    state = plugin.memo(pod, store)
+    if state is None:
+        return None
+    for index in sorted(state.unavailable):
+        claim = state.claims[index]
+        if not claim.reserved_for or claim.reserved_for == (pod.uid,):
+            return claim
+    return None
+
+
+@dataclass(slots=True)
+class ClaimPlan:
+    """What Reserve and PreBind must do for one pod on one node.
+
+    ``items``: each claim not yet reserved for the pod, with the allocation to write
+    (None when the claim is already allocated and only needs ``reservedFor``).
+    """
+
+    items: list[tuple[Claim, dict[str, Any] | None]] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not self.items
+
+
+def dynamic_resources(profile: Profile) -> DynamicResources | None:
+    """The profile's DynamicResources filter; without it claims are left alone, as in kube."""
+    return next((p for p in profile.filters if isinstance(p, DynamicResources)), None)
+
+
+def plan_claims(
+    plugin: DynamicResources, store: DraStore, pod: PodInfo, node: NodeInfo, row: int
+) -> ClaimPlan:
+    """Reserve: the chosen node's allocations (the Filter's, or the same computed again).
+
+    Raises PluginError when they cannot be had: the pod is never bound without them.
+    """
+    state = plugin.memo(pod, store)
+    if state is None:
+        prepared = prepare(store, pod)
+        if prepared is None:
+            return ClaimPlan()
+        if isinstance(prepared, str):
+            raise PluginError(f'running Reserve plugin "{NAME}": {prepared}')
+        state = prepared
+    result = node_result(state, node, row)
+    if isinstance(result, str):
+        raise PluginError(f'running Reserve plugin "{NAME}": claim allocation not found for node')
+    allocations = dict(zip((c.uid for c in state.to_allocate), result, strict=True))
+    plan = ClaimPlan()
+    for claim in state.claims:
+        if pod.uid in claim.reserved_for:
+            continue
+        plan.items.append((claim, allocations.get(claim.uid)))
+    return plan

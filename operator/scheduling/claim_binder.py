@@ -1,0 +1,197 @@
+"""Reserve, PreBind and Unreserve for DynamicResources: claims written before the Binding.
+
+kube-scheduler's order, which the kubelet relies on:
+
+1. Reserve: the chosen allocations go in flight in the store, so the next
+   cycles see their devices taken while this pod binds.
+2. PreBind, per claim not yet reserved for the pod: add the finalizer
+   ``resource.kubernetes.io/delete-protection`` (a normal update), then write
+   ``status.allocation`` (with ``allocationTimestamp``) and append the pod to
+   ``status.reservedFor`` in one status update; a conflict re-reads the claim
+   and tries again (client-go's DefaultRetry, 5 tries). A claim allocated or
+   deleted meanwhile fails the attempt. A shared, allocated claim only grows
+   its ``reservedFor``.
+3. The pod's Binding, only once every claim is written.
+4. Unreserve, after any failure: the in-flight allocations are dropped and the
+   pod is taken out of every claim's ``reservedFor`` again (a strategic-merge
+   patch, as kube-scheduler does); an allocation already written stays, and
+   constrains the next attempt to its node, as in kube-scheduler.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import structlog
+
+from podium.algorithms.dynamic_resources.plugin import NAME, ClaimPlan
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.objects import PodInfo
+from podium.state.dra import FINALIZER, Claim, DraStore, parse_claim
+
+__all__ = ["ClaimBinder"]
+
+log = structlog.get_logger("podium.scheduling.claim_binder")
+
+RETRIES = 5
+RETRY_DELAY = 0.01
+
+
+class _Failed(Exception):
+    """One claim could not be written; the message is Go's."""
+
+
+def _message(exc: ApiError) -> str:
+    """The API server's message, as client-go's error prints it."""
+    body = exc.body
+    if isinstance(body, dict) and body.get("message"):
+        return str(body["message"])
+    return str(exc)
+
+
+def _path(claim: Claim) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{claim.namespace}/resourceclaims/{claim.name}"
+
+
+# A claim write's answer, handed to the scheduler's DRA event handler: it goes into the
+# store and wakes the pods waiting on the claim, as the watch event would.
+Seen = Callable[[str, str | None, Mapping[str, Any]], None]
+
+
+class ClaimBinder:
+    def __init__(
+        self, client: KubeClient, store: DraStore, seen: Seen, wake: Callable[[str], None]
+    ) -> None:
+        self.client = client
+        self.store = store
+        self.seen = seen
+        # Called with a claim's key when its in-flight allocation is dropped.
+        self.wake = wake
+
+    def assume(self, pod: PodInfo, plan: ClaimPlan) -> None:
+        """Reserve: the allocations are in flight from now on."""
+        for claim, allocation in plan.items:
+            if allocation is not None:
+                self.store.assume(claim, allocation, pod.uid)
+
+    def release(self, pod: PodInfo, plan: ClaimPlan) -> None:
+        """Drop this pod's in-flight allocations (written, or given up)."""
+        for claim, allocation in plan.items:
+            if allocation is not None and self.store.release(claim.uid, pod.uid):
+                self.wake(claim.key)
+
+    async def bind(self, pod: PodInfo, node: str, plan: ClaimPlan) -> str:
+        """PreBind: '' once every claim is allocated and reserved, else why (unreserved)."""
+        try:
+            for claim, allocation in plan.items:
+                await self._bind_claim(pod, claim, allocation)
+        except (_Failed, ApiError) as exc:
+            why = str(exc) if isinstance(exc, _Failed) else _message(exc)
+            await self.unreserve(pod, plan)
+            return f'running PreBind plugin "{NAME}": {why}'
+        self.release(pod, plan)
+        log.info(
+            "claims_reserved",
+            pod=pod.name,
+            namespace=pod.namespace,
+            node=node,
+            claims=[c.name for c, _ in plan.items],
+        )
+        return ""
+
+    async def _bind_claim(
+        self, pod: PodInfo, planned: Claim, allocation: dict[str, Any] | None
+    ) -> None:
+        """bindClaim: finalizer, then allocation and reservation, retried on conflicts."""
+        current = self.store.claim(planned.namespace, planned.name)
+        claim = current if current is not None and current.uid == planned.uid else planned
+        for attempt in range(RETRIES):
+            if attempt:
+                await asyncio.sleep(RETRY_DELAY * attempt)
+                try:
+                    claim = self._seen(await self.client.get(_path(claim)))
+                except ApiError as exc:
+                    raise _Failed(
+                        f"get updated claim {claim.key} after conflict: {_message(exc)}"
+                    ) from exc
+            try:
+                self._write(pod, claim, allocation)
+                claim = await self._write_claim(pod, claim, allocation)
+                return
+            except ApiError as exc:
+                if exc.status != 409 or attempt == RETRIES - 1:
+                    what = "add allocation and reservation" if allocation else "add reservation"
+                    raise _Failed(f"{what} to claim {claim.key}: {_message(exc)}") from exc
+
+    def _write(self, pod: PodInfo, claim: Claim, allocation: dict[str, Any] | None) -> None:
+        """The checks kube-scheduler makes before each try."""
+        if claim.deleting:
+            raise _Failed(f"claim {claim.key} got deleted in the meantime")
+        if allocation is not None and claim.allocation is not None:
+            raise _Failed(f"claim {claim.key} got allocated elsewhere in the meantime")
+        if allocation is None and claim.allocation is None:
+            raise _Failed(f"claim {claim.key} got deallocated elsewhere in the meantime")
+
+    async def _write_claim(
+        self, pod: PodInfo, claim: Claim, allocation: dict[str, Any] | None
+    ) -> Claim:
+        body = copy.deepcopy(dict(claim.raw))
+        if allocation is not None and FINALIZER not in claim.finalizers:
+            meta = body.setdefault("metadata", {})
+            meta["finalizers"] = [*(meta.get("finalizers") or []), FINALIZER]
+            try:
+                claim = self._seen(await self.client.request("PUT", _path(claim), body))
+            except ApiError as exc:
+                if exc.status == 409:
+                    raise
+                raise _Failed(f"add finalizer to claim {claim.key}: {_message(exc)}") from exc
+            body = copy.deepcopy(dict(claim.raw))
+        status = body.setdefault("status", {})
+        if allocation is not None:
+            status["allocation"] = copy.deepcopy(allocation)
+        status["reservedFor"] = [
+            *(status.get("reservedFor") or []),
+            {"resource": "pods", "name": pod.name, "uid": pod.uid},
+        ]
+        written = status["allocation"]
+        if not written.get("allocationTimestamp"):
+            written["allocationTimestamp"] = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return self._seen(await self.client.request("PUT", _path(claim) + "/status", body))
+
+    async def deallocate(self, claim: Claim) -> None:
+        """PostFilter: clear reservedFor, allocation and devices of a stale claim."""
+        body = copy.deepcopy(dict(claim.raw))
+        status = body.setdefault("status", {})
+        for key in ("reservedFor", "allocation", "devices"):
+            status.pop(key, None)
+        try:
+            self._seen(await self.client.request("PUT", _path(claim) + "/status", body))
+        except ApiError as exc:  # the next attempt finds the claim still stale
+            log.warning("deallocation_failed", claim=claim.key, error=str(exc))
+            return
+        log.info("claim_deallocated", claim=claim.key)
+
+    async def unreserve(self, pod: PodInfo, plan: ClaimPlan) -> None:
+        """Unreserve: in-flight allocations dropped, the pod out of every ``reservedFor``."""
+        self.release(pod, plan)
+        for planned, _ in plan.items:
+            claim = self.store.claim(planned.namespace, planned.name)
+            if claim is None or claim.allocation is None or pod.uid not in claim.reserved_for:
+                continue
+            patch = {
+                "metadata": {"uid": claim.uid},
+                "status": {"reservedFor": [{"$patch": "delete", "uid": pod.uid}]},
+            }
+            try:
+                self._seen(await self.client.patch(_path(claim) + "/status", patch))
+            except ApiError as exc:  # retried when the pod is scheduled again
+                log.warning("unreserve_failed", claim=claim.key, pod=pod.key, error=str(exc))
+
+    def _seen(self, body: Any) -> Claim:
+        """Take a write's answer into the store at once (the assume cache)."""
+        self.seen("resourceclaims", "MODIFIED", body)
+        return parse_claim(body)

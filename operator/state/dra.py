@@ -1,0 +1,373 @@
+"""DRA objects the DynamicResources plugin reads, and the allocations in flight.
+
+kube-scheduler reads DeviceClasses, ResourceSlices (with DeviceTaintRules
+applied by the slice tracker) and ResourceClaims (through an assume cache),
+and keeps the allocations it has chosen but not yet written ("in flight"),
+so that no device is handed out twice while binds are out. ``DraStore`` is
+the same for Podium: watch events and LISTs go in through ``apply``; the
+allocator gets the objects as JSON, the way it reads them from the API.
+
+A claim write's answer goes in through ``apply`` too (the assume cache):
+the resourceVersion check keeps a late watch event from going back in time.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from podium.kube.objects import PodInfo
+
+__all__ = [
+    "FINALIZER",
+    "KINDS",
+    "OBJECT_KINDS",
+    "Claim",
+    "DraStore",
+    "DraUpdate",
+    "claim_names",
+]
+
+API = "/apis/resource.k8s.io/v1"
+KINDS: dict[str, str] = {
+    "deviceclasses": f"{API}/deviceclasses",
+    "resourceslices": f"{API}/resourceslices",
+    "resourceclaims": f"{API}/resourceclaims",
+    "resourceclaimtemplates": f"{API}/resourceclaimtemplates",
+    "devicetaintrules": f"{API}/devicetaintrules",
+}
+OBJECT_KINDS: dict[str, str] = {
+    "DeviceClass": "deviceclasses",
+    "ResourceSlice": "resourceslices",
+    "ResourceClaim": "resourceclaims",
+    "ResourceClaimTemplate": "resourceclaimtemplates",
+    "DeviceTaintRule": "devicetaintrules",
+}
+NAMESPACED = frozenset({"resourceclaims", "resourceclaimtemplates"})
+FINALIZER = "resource.kubernetes.io/delete-protection"
+
+
+def _dict(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, Mapping) else {}
+
+
+def _list(value: object) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _newer_or_equal(new: str, old: str) -> bool:
+    """A write's answer can race its watch event: never go back in time."""
+    if new.isdigit() and old.isdigit():
+        return int(new) >= int(old)
+    return True
+
+
+@dataclass(slots=True)
+class Claim:
+    """A ResourceClaim: what PreFilter and PreBind read, plus the JSON for the allocator."""
+
+    namespace: str
+    name: str
+    uid: str
+    # status.allocation (AllocationResult JSON), None while unallocated.
+    allocation: Mapping[str, Any] | None
+    # status.reservedFor consumer uids, in order.
+    reserved_for: tuple[str, ...]
+    # The uid of the controlling owner (a pod for claims made from a template).
+    controller: str
+    finalizers: tuple[str, ...]
+    deleting: bool
+    resource_version: str
+    raw: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+    @property
+    def status(self) -> Mapping[str, Any]:
+        return _dict(self.raw.get("status"))
+
+    def requests(self) -> list[Mapping[str, Any]]:
+        return [
+            _dict(r)
+            for r in _list(_dict(_dict(self.raw.get("spec")).get("devices")).get("requests"))
+        ]
+
+
+def parse_claim(body: Mapping[str, Any]) -> Claim:
+    meta = _dict(body.get("metadata"))
+    status = _dict(body.get("status"))
+    allocation = status.get("allocation")
+    controller = next(
+        (
+            str(_dict(o).get("uid") or "")
+            for o in _list(meta.get("ownerReferences"))
+            if _dict(o).get("controller") is True
+        ),
+        "",
+    )
+    return Claim(
+        namespace=str(meta.get("namespace") or ""),
+        name=str(meta.get("name") or ""),
+        uid=str(meta.get("uid") or ""),
+        allocation=allocation if isinstance(allocation, Mapping) else None,
+        reserved_for=tuple(
+            str(_dict(r).get("uid") or "") for r in _list(status.get("reservedFor"))
+        ),
+        controller=controller,
+        finalizers=tuple(str(f) for f in _list(meta.get("finalizers"))),
+        deleting=bool(meta.get("deletionTimestamp")),
+        resource_version=str(meta.get("resourceVersion") or ""),
+        raw=body,
+    )
+
+
+def claim_names(pod: PodInfo) -> list[str]:
+    """The claim names a pod refers to (directly, or generated from a template so far)."""
+    return [
+        c.claim_name or c.generated or ""
+        for c in pod.resource_claims
+        if c.claim_name or c.generated
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class DraUpdate:
+    """What one watch event changed, as the plugin's events see it.
+
+    ``devices``: a ResourceSlice or DeviceTaintRule added or changed (DeviceTaintRules
+    reach kube-scheduler as slice updates); ``classes``: a DeviceClass added or changed;
+    ``freed``: an allocated claim was deallocated or deleted (any pod may fit now);
+    ``claim``: the key of a claim created or whose status changed (its pods may fit).
+    """
+
+    devices: bool = False
+    classes: bool = False
+    freed: bool = False
+    claim: str = ""
+
+
+@dataclass(slots=True)
+class _InFlight:
+    claim: Claim
+    pods: set[str]
+
+
+class DraStore:
+    """The five kinds by name (namespaced ones by namespace/name), plus in-flight allocations."""
+
+    def __init__(self) -> None:
+        self.classes: dict[str, Mapping[str, Any]] = {}
+        self.slices: dict[str, Mapping[str, Any]] = {}
+        self.claims: dict[str, Claim] = {}
+        self.templates: dict[str, Mapping[str, Any]] = {}
+        self.taint_rules: dict[str, Mapping[str, Any]] = {}
+        # Claim uid -> the claim as Reserve allocated it, until PreBind wrote it or it failed.
+        self.in_flight: dict[str, _InFlight] = {}
+        # Pending pods by the claim keys they name, so a claim event wakes only its pods.
+        self.users: dict[str, set[str]] = {}
+        self._user_keys: dict[str, tuple[str, ...]] = {}
+        self.version = 0
+        self._slices_version = 0
+        self._slices_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
+        self._allocations_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
+
+    # -- updates -------------------------------------------------------------------
+    def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> DraUpdate:
+        """One watch event, LIST item or write answer; says what it may make schedulable."""
+        meta = _dict(body.get("metadata"))
+        name = str(meta.get("name") or "")
+        if not name or kind not in KINDS:
+            return DraUpdate()
+        key = f"{meta.get('namespace') or ''}/{name}" if kind in NAMESPACED else name
+        if kind == "resourceclaims":
+            return self._apply_claim(key, event_type, body)
+        table = self._table(kind)
+        old = table.get(key)
+        if event_type == "DELETED":
+            if table.pop(key, None) is None:
+                return DraUpdate()
+            self._changed(kind)
+            # Go registers no delete event for slices or classes: nothing can fit more.
+            return DraUpdate(devices=kind == "devicetaintrules")
+        version = str(meta.get("resourceVersion") or "")
+        if old is not None:
+            old_version = str(_dict(old.get("metadata")).get("resourceVersion") or "")
+            if not _newer_or_equal(version, old_version) or old == body:
+                return DraUpdate()
+        table[key] = body
+        self._changed(kind)
+        return DraUpdate(
+            devices=kind in ("resourceslices", "devicetaintrules"),
+            classes=kind == "deviceclasses",
+        )
+
+    def _apply_claim(self, key: str, event_type: str | None, body: Mapping[str, Any]) -> DraUpdate:
+        old = self.claims.get(key)
+        if event_type == "DELETED":
+            if self.claims.pop(key, None) is None:
+                return DraUpdate()
+            self.version += 1
+            # Deleting an allocated claim frees its devices for any pod.
+            freed = old is not None and old.allocation is not None
+            return DraUpdate(freed=freed)
+        new = parse_claim(body)
+        if old is not None:
+            if not _newer_or_equal(new.resource_version, old.resource_version):
+                return DraUpdate()
+            if old.raw == body:
+                return DraUpdate()
+        self.claims[key] = new
+        self.version += 1
+        if old is not None and old.allocation is not None and new.allocation is None:
+            return DraUpdate(freed=True, claim=key)
+        if old is None or old.status != new.status or old.deleting != new.deleting:
+            return DraUpdate(claim=key)
+        return DraUpdate()
+
+    def load(self, docs: Iterable[Mapping[str, Any]]) -> None:
+        """DRA objects with a ``kind`` (other kinds are ignored), as if listed."""
+        for doc in docs:
+            kind = OBJECT_KINDS.get(str(doc.get("kind") or ""))
+            if kind is not None:
+                self.apply(kind, None, doc)
+
+    def _table(self, kind: str) -> dict[str, Any]:
+        tables: dict[str, dict[str, Any]] = {
+            "deviceclasses": self.classes,
+            "resourceslices": self.slices,
+            "resourceclaims": self.claims,
+            "resourceclaimtemplates": self.templates,
+            "devicetaintrules": self.taint_rules,
+        }
+        return tables[kind]
+
+    def _changed(self, kind: str) -> None:
+        self.version += 1
+        if kind in ("resourceslices", "devicetaintrules"):
+            self._slices_version += 1
+
+    def cached_versions(self, kind: str) -> dict[str, str]:
+        """key -> resourceVersion (cluster-scoped names, namespaced as namespace/name)."""
+        if kind == "resourceclaims":
+            return {key: c.resource_version for key, c in self.claims.items()}
+        return {
+            key: str(_dict(obj.get("metadata")).get("resourceVersion") or "")
+            for key, obj in self._table(kind).items()
+        }
+
+    # -- pods waiting for claims ---------------------------------------------------
+    def track(self, pod: PodInfo, pending: bool) -> None:
+        """Index a pending pod by the claims it names; a bound or gone pod leaves the index."""
+        keys = tuple(f"{pod.namespace}/{n}" for n in claim_names(pod)) if pending else ()
+        old = self._user_keys.get(pod.uid, ())
+        if keys == old:
+            return
+        for key in old:
+            users = self.users.get(key)
+            if users is not None:
+                users.discard(pod.uid)
+                if not users:
+                    del self.users[key]
+        if keys:
+            self._user_keys[pod.uid] = keys
+            for key in keys:
+                self.users.setdefault(key, set()).add(pod.uid)
+        else:
+            self._user_keys.pop(pod.uid, None)
+
+    def untrack(self, uid: str) -> None:
+        for key in self._user_keys.pop(uid, ()):
+            users = self.users.get(key)
+            if users is not None:
+                users.discard(uid)
+                if not users:
+                    del self.users[key]
+
+    # -- reads ------------------------------------------------------------------------
+    def claim(self, namespace: str, name: str) -> Claim | None:
+        return self.claims.get(f"{namespace}/{name}")
+
+    def pending_allocation(self, uid: str) -> Mapping[str, Any] | None:
+        found = self.in_flight.get(uid)
+        return found.claim.allocation if found is not None else None
+
+    def allocations(self) -> list[Mapping[str, Any]]:
+        """Every allocation that holds devices: written ones, then those in flight."""
+        version, cached = self._allocations_cache
+        if version == self.version:
+            return cached
+        out = [
+            c.allocation
+            for c in self.claims.values()
+            if c.allocation is not None and c.uid not in self.in_flight
+        ]
+        out.extend(f.claim.allocation for f in self.in_flight.values() if f.claim.allocation)
+        self._allocations_cache = (self.version, out)
+        return out
+
+    def allocator_slices(self) -> list[Mapping[str, Any]]:
+        """ResourceSlices by name, with DeviceTaintRules applied (the slice tracker's view)."""
+        version, cached = self._slices_cache
+        if version == self._slices_version:
+            return cached
+        rules = [_dict(_dict(r.get("spec"))) for r in self.taint_rules.values()]
+        out = [_with_taints(self.slices[name], rules) for name in sorted(self.slices)]
+        self._slices_cache = (self._slices_version, out)
+        return out
+
+    # -- in-flight allocations ---------------------------------------------------------
+    def assume(self, claim: Claim, allocation: Mapping[str, Any], pod_uid: str) -> None:
+        """Reserve (SignalClaimPendingAllocation): the devices are taken from now on."""
+        raw = copy.deepcopy(dict(claim.raw))
+        meta = raw.setdefault("metadata", {})
+        if FINALIZER not in (meta.get("finalizers") or []):
+            meta["finalizers"] = [*(meta.get("finalizers") or []), FINALIZER]
+        raw["status"] = {**_dict(raw.get("status")), "allocation": allocation}
+        found = self.in_flight.get(claim.uid)
+        if found is None:
+            self.in_flight[claim.uid] = _InFlight(parse_claim(raw), {pod_uid})
+        else:
+            found.pods.add(pod_uid)
+        self.version += 1
+
+    def release(self, claim_uid: str, pod_uid: str) -> bool:
+        """MaybeRemoveClaimPendingAllocation: True once the last pod sharing it let go."""
+        found = self.in_flight.get(claim_uid)
+        if found is None:
+            return False
+        found.pods.discard(pod_uid)
+        if found.pods:
+            return False
+        del self.in_flight[claim_uid]
+        self.version += 1
+        return True
+
+
+def _with_taints(slice_: Mapping[str, Any], rules: list[Mapping[str, Any]]) -> Mapping[str, Any]:
+    """applyPatches: each matching rule's taint appended to the device's own taints."""
+    spec = _dict(slice_.get("spec"))
+    driver = spec.get("driver")
+    pool = _dict(spec.get("pool")).get("name")
+    patched: dict[str, Any] | None = None
+    for rule in rules:
+        selector = rule.get("deviceSelector")
+        if not isinstance(selector, Mapping):
+            continue
+        if selector.get("driver") is not None and selector["driver"] != driver:
+            continue
+        if selector.get("pool") is not None and selector["pool"] != pool:
+            continue
+        for index, device in enumerate(_list(spec.get("devices"))):
+            device = _dict(device)
+            if selector.get("device") is not None and selector["device"] != device.get("name"):
+                continue
+            if patched is None:
+                patched = copy.deepcopy(dict(slice_))
+            target = patched["spec"]["devices"][index]
+            target["taints"] = [*(target.get("taints") or []), dict(_dict(rule.get("taint")))]
+    return slice_ if patched is None else patched

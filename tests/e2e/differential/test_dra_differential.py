@@ -1,0 +1,234 @@
+"""DynamicResources, Podium against the real kube-scheduler on the same DRA states.
+
+Each generated scenario (``dra_scenarios``) creates nodes, their ResourceSlices
+and claims allocated beforehand, then gives a pod whose claim comes from a
+template to kube-scheduler (percentageOfNodesToScore 100, -v=10) and then,
+after deleting the pod and its claim, to Podium. The harness makes each claim
+from the template as kube-controller-manager's resourceclaim controller would
+(``tests.e2e.dra``). They must agree on schedulability, on the condition's
+reason and message byte for byte (Unschedulable, or SchedulerError for a
+selector that fails at run time), on the node wherever kube-scheduler's own
+final scores make the best node unique, and then on the devices allocated.
+
+kube-scheduler's log shows when its informers delivered each node; DRA objects
+get a settle period before the pod is created.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import json
+import re
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
+from podium.kube.manifests import make_pod
+from tests.e2e.differential import kube_scores
+from tests.e2e.differential.dra_scenarios import DraScenario, generate
+from tests.e2e.differential.kube_scores import KubeLog
+from tests.e2e.dra import (
+    DRIVER,
+    Dra,
+    claim_template,
+    device_class,
+    resource_claim,
+    with_claims,
+)
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+
+KUBE, PODIUM = "dradiff-kube", "dradiff-podium"
+SETTLE = 0.3  # seconds for both schedulers' watches to see a DRA change
+
+
+# Each side's claim has its own generated name; an aborted attempt names the device
+# (and so the node) where it failed, and kube-scheduler filters nodes in parallel, so
+# which node's device it names is a race.
+_CLAIM = re.compile(r"incoming-dradiff-(kube|podium)-gpu-[a-z0-9]{5}")
+_DEVICE = re.compile(r"gpu\.example\.com/[^ :]+")
+
+
+def _normalized(message: str) -> str:
+    return _DEVICE.sub("<device>", _CLAIM.sub("<claim>", message))
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
+    made = Dra(api_client, namespace)
+    yield made
+    await made.cleanup()
+
+
+async def _decide(
+    api: ApiClient, dra: Dra, namespace: str, scheduler: str, template: str
+) -> dict[str, Any]:
+    """The scheduler's decision on a fresh pod, and the devices its claim got."""
+    core = client.CoreV1Api(api)
+    name = f"incoming-{scheduler}"
+    pod = make_pod(name, cpu="500m", scheduler_name=scheduler)
+    body = with_claims(pod, {"gpu": template})
+    await core.create_namespaced_pod(namespace, cast(Any, body))
+    (claim_name,) = await dra.instantiate(name)
+
+    async def outcome() -> dict[str, Any] | None:
+        raw: Any = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+        pod = await raw.json()
+        if pod["spec"].get("nodeName"):
+            return {"node": pod["spec"]["nodeName"], "reason": "", "message": ""}
+        for cond in pod["status"].get("conditions") or []:
+            failed = cond.get("reason") in ("Unschedulable", "SchedulerError")
+            if cond["type"] == "PodScheduled" and cond.get("status") == "False" and failed:
+                return {"node": "", "reason": cond["reason"], "message": cond["message"]}
+        return None
+
+    decision = await wait_for(outcome, timeout=30, interval=0.02, message=f"decision on {name}")
+    assert decision is not None
+    (claim,) = [c for c in await dra.claims() if c["metadata"]["name"] == claim_name]
+    allocation = (claim.get("status") or {}).get("allocation") or {}
+    decision["devices"] = sorted(
+        f"{r['request']}={r['pool']}/{r['device']}"
+        for r in allocation.get("devices", {}).get("results", [])
+    )
+    reserved = [r["uid"] for r in (claim.get("status") or {}).get("reservedFor") or []]
+    if decision["node"]:
+        pods = await core.read_namespaced_pod(name, namespace)
+        if reserved != [pods.metadata.uid] or not allocation:
+            decision["unreserved"] = True
+    await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    await dra.delete_claim(claim_name)
+    return decision
+
+
+async def _run(
+    api: ApiClient, dra: Dra, namespace: str, scenario: DraScenario, kube_log: KubeLog
+) -> dict[str, Any]:
+    names = [n["metadata"]["name"] for n in scenario.nodes]
+    mark = kube_log.mark()
+    await create_nodes(api, scenario.nodes)
+    slices = [
+        str((await dra.create("resourceslices", s))["metadata"]["name"]) for s in scenario.slices
+    ]
+    rules = []
+    for rule_name, spec in scenario.taint_rules:
+        body = {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceTaintRule", "spec": spec}
+        body["metadata"] = {"name": rule_name}
+        rules.append(str((await dra.create("devicetaintrules", body))["metadata"]["name"]))
+    template = f"t{scenario.seed}"
+    decisions: dict[str, dict[str, Any]] = {}
+    try:
+        for claim_name, spec, allocation in scenario.taken:
+            await dra.create("resourceclaims", resource_claim(claim_name, spec))
+            await dra.allocate(claim_name, allocation)
+        await dra.create("resourceclaimtemplates", claim_template(template, scenario.template))
+        await kube_log.wait_events([(kube_scores.NODE_ADDED, n) for n in names], after=mark)
+        await asyncio.sleep(SETTLE)
+        asked = kube_log.mark()
+        kube = decisions[KUBE] = await _decide(api, dra, namespace, KUBE, template)
+        seen = kube_log.mark()
+        await asyncio.sleep(SETTLE)
+        mine = decisions[PODIUM] = await _decide(api, dra, namespace, PODIUM, template)
+        cycle = kube_log.cycle(namespace, f"incoming-{KUBE}", asked, seen) if kube["node"] else None
+    finally:
+        for claim_name, _, _ in scenario.taken:
+            await dra.delete_claim(claim_name)
+        await dra.custom.delete_namespaced_custom_object(
+            "resource.k8s.io", "v1", namespace, "resourceclaimtemplates", template
+        )
+        for name in slices:
+            await dra.delete("resourceslices", name)
+        for name in rules:
+            await dra.delete("devicetaintrules", name)
+        await delete_nodes(api, names)
+        await kube_log.wait_events([(kube_scores.NODE_DELETED, n) for n in names], after=mark)
+    best = cycle.unique_best(kube["node"]) if cycle else ""
+    result: dict[str, Any] = {
+        "seed": scenario.seed,
+        "kube": kube,
+        "podium": mine,
+        "unique": best,
+        "kube_scores": cycle.scores if cycle else {},
+    }
+    if kube.get("unreserved") or mine.get("unreserved"):
+        result["disagree"] = "bound without its claim reserved"
+    elif bool(kube["node"]) != bool(mine["node"]):
+        result["disagree"] = "schedulability"
+    elif not kube["node"] and (kube["reason"], _normalized(kube["message"])) != (
+        mine["reason"],
+        _normalized(mine["message"]),
+    ):
+        result["disagree"] = "message"
+    elif best and kube["node"] != mine["node"]:
+        result["disagree"] = "node"
+    elif best and kube["devices"] != mine["devices"]:
+        result["disagree"] = "devices"
+    return result
+
+
+async def test_dra_agrees_with_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    dra: Dra,
+    kube_scheduler: Any,
+    podium: Any,
+    pytestconfig: pytest.Config,
+    tmp_path: Path,
+) -> None:
+    classes = (f"{namespace}-gpu", f"{namespace}-ok")
+    await dra.create("deviceclasses", device_class(classes[0]))
+    ok = f'device.driver == "{DRIVER}" && device.attributes["{DRIVER}"].ok'
+    await dra.create("deviceclasses", device_class(classes[1], ok))
+    kube = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
+    await podium("--scheduler-name", PODIUM)
+    kube_log = KubeLog(kube.log_path)
+    count = int(pytestconfig.getoption("--scenarios"))  # about 1.1 s each
+    results = []
+    for seed in range(count):
+        scenario = generate(seed, f"{namespace[:20]}-d{seed}", classes)
+        try:
+            results.append(await _run(api_client, dra, namespace, scenario, kube_log))
+        except (TimeoutError, ApiException, ValueError) as exc:
+            results.append({"seed": seed, "disagree": f"harness: {exc}"})
+    report = tmp_path / "dra-differential.json"
+    report.write_text(json.dumps(results, indent=1))
+    bad = [r for r in results if "disagree" in r]
+    kinds = collections.Counter(str(r["disagree"]).split(":")[0] for r in bad)
+    failed = sum(1 for r in results if "kube" in r and not r["kube"]["node"])
+    compared = sum(1 for r in results if "kube" in r and r["unique"])
+    summary = (
+        f"[dra] {len(results) - len(bad)}/{len(results)} scenarios agree; "
+        f"{failed} unschedulable or failed with messages compared, "
+        f"{compared} with a unique best node (and its devices) compared; "
+        f"disagreements by kind: {dict(sorted(kinds.items()))} (report: {report})"
+    )
+    print(summary)
+    assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
+
+
+def test_scenarios_are_valid_and_varied() -> None:
+    """The generator's states: valid shapes, and the cases the family is meant to cover."""
+    scenarios = [generate(seed, "x", ("c1", "c2")) for seed in range(200)]
+    requests = [r for s in scenarios for r in s.template["devices"]["requests"]]
+    exact = [r["exactly"] for r in requests if "exactly" in r]
+    assert any(r.get("allocationMode") == "All" for r in exact)
+    assert any("selectors" in r for r in exact)
+    assert any("firstAvailable" in r for r in requests)
+    assert any(s.taint_rules for s in scenarios)
+    assert any("constraints" in s.template["devices"] for s in scenarios)
+    assert any("taints" in d for s in scenarios for sl in s.slices for d in sl["spec"]["devices"])
+    assert any(s.taken for s in scenarios)
+    assert any(not s.slices[0]["spec"]["devices"] for s in scenarios)
+    for s in scenarios:
+        pools = {sl["spec"]["pool"]["name"] for sl in s.slices}
+        assert pools == {n["metadata"]["name"] for n in s.nodes}
+        for _, _, allocation in s.taken:
+            (result,) = allocation["devices"]["results"]
+            assert result["pool"] in pools

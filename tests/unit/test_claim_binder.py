@@ -1,0 +1,179 @@
+"""PreBind and Unreserve for DynamicResources against a fake API: what is written, in
+which order, and what a failure leaves behind."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from collections.abc import Mapping
+from typing import Any, cast
+
+import pytest
+
+from podium.algorithms.dynamic_resources.plugin import ClaimPlan
+from podium.kube.client import ApiError, KubeClient
+from podium.kube.manifests import make_pod
+from podium.kube.objects import parse_pod
+from podium.scheduling.claim_binder import ClaimBinder
+from podium.state.dra import FINALIZER, DraStore, parse_claim
+
+PATH = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"
+ALLOCATION = {"devices": {"results": [{"request": "gpu", "pool": "n1", "device": "gpu-0"}]}}
+
+
+class FakeApi:
+    """One claim held server-side with a resourceVersion; scripted failures by call."""
+
+    def __init__(self, claim: dict[str, Any], fail: Mapping[int, int] | None = None) -> None:
+        self.claim = claim
+        self.calls: list[tuple[str, str]] = []
+        self.fail = dict(fail or {})
+
+    def _answer(self, body: Mapping[str, Any]) -> dict[str, Any]:
+        stored = copy.deepcopy(dict(body))
+        version = int(self.claim["metadata"]["resourceVersion"]) + 1
+        stored["metadata"]["resourceVersion"] = str(version)
+        self.claim = stored
+        return copy.deepcopy(stored)
+
+    async def request(self, method: str, path: str, body: Any = None) -> Any:
+        self.calls.append((method, path))
+        status = self.fail.pop(len(self.calls), 0)
+        if status:
+            raise ApiError(status, {"message": f"scripted {status}"})
+        if body["metadata"]["resourceVersion"] != self.claim["metadata"]["resourceVersion"]:
+            raise ApiError(409, {"message": "the object has been modified"})
+        if path.endswith("/status"):
+            merged = {**body, "metadata": self.claim["metadata"]}
+            return self._answer(merged)
+        return self._answer({**body, "status": self.claim.get("status", {})})
+
+    async def get(self, path: str) -> Any:
+        self.calls.append(("GET", path))
+        return copy.deepcopy(self.claim)
+
+    async def patch(self, path: str, body: Any, kind: str = "") -> Any:
+        self.calls.append(("PATCH", path))
+        uid = body["status"]["reservedFor"][0]["uid"]
+        claim = copy.deepcopy(self.claim)
+        status = claim.setdefault("status", {})
+        status["reservedFor"] = [r for r in status.get("reservedFor", []) if r["uid"] != uid]
+        return self._answer(claim)
+
+
+def _claim(allocated: bool = False) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "metadata": {"name": "c", "namespace": "ns", "uid": "cu", "resourceVersion": "1"},
+        "spec": {"devices": {"requests": [{"name": "gpu"}]}},
+    }
+    if allocated:
+        body["metadata"]["finalizers"] = [FINALIZER]
+        body["status"] = {"allocation": dict(ALLOCATION), "reservedFor": [{"uid": "other"}]}
+    return body
+
+
+def _pod() -> Any:
+    body = make_pod("p")
+    body["metadata"].update(namespace="ns", uid="pu")
+    return parse_pod(body)
+
+
+def _binder(api: FakeApi) -> tuple[ClaimBinder, DraStore, list[str]]:
+    store = DraStore()
+    store.apply("resourceclaims", None, api.claim)
+    woken: list[str] = []
+    binder = ClaimBinder(
+        cast(KubeClient, api),
+        store,
+        lambda kind, event, body: store.apply(kind, event, body) and None,
+        woken.append,
+    )
+    return binder, store, woken
+
+
+@pytest.mark.parametrize(
+    ("allocated", "fail", "calls", "why"),
+    [
+        pytest.param(
+            False, {}, [("PUT", PATH), ("PUT", PATH + "/status")], "", id="finalizer-then-status"
+        ),
+        pytest.param(True, {}, [("PUT", PATH + "/status")], "", id="shared-claim-only-reserved"),
+        pytest.param(
+            False,
+            {2: 409},
+            [("PUT", PATH), ("PUT", PATH + "/status"), ("GET", PATH), ("PUT", PATH + "/status")],
+            "",
+            id="conflict-rereads-and-retries",
+        ),
+        pytest.param(
+            False,
+            {2: 500},
+            [("PUT", PATH), ("PUT", PATH + "/status")],
+            'running PreBind plugin "DynamicResources": add allocation and reservation to '
+            "claim ns/c: scripted 500",
+            id="status-write-fails",
+        ),
+        pytest.param(
+            False,
+            {1: 403},
+            [("PUT", PATH)],
+            'running PreBind plugin "DynamicResources": add finalizer to claim ns/c: scripted 403',
+            id="finalizer-write-fails",
+        ),
+    ],
+)
+def test_prebind_writes(
+    allocated: bool, fail: dict[int, int], calls: list[tuple[str, str]], why: str
+) -> None:
+    api = FakeApi(_claim(allocated), fail)
+    binder, store, woken = _binder(api)
+    pod = _pod()
+    claim = store.claims["ns/c"]
+    plan = ClaimPlan([(claim, None if allocated else copy.deepcopy(ALLOCATION))])
+    binder.assume(pod, plan)
+    assert bool(store.in_flight) != allocated
+    assert asyncio.run(binder.bind(pod, "n1", plan)) == why
+    assert api.calls == calls
+    assert not store.in_flight, "in-flight allocations are dropped either way"
+    status = api.claim.get("status", {})
+    reserved = [r["uid"] for r in status.get("reservedFor", [])]
+    if why:
+        assert "pu" not in reserved
+        assert woken == ["ns/c"]
+        return
+    assert reserved == (["other", "pu"] if allocated else ["pu"])
+    assert status["allocation"]["devices"] == ALLOCATION["devices"]
+    assert status["allocation"]["allocationTimestamp"]
+    assert FINALIZER in api.claim["metadata"]["finalizers"]
+    seen = store.claims["ns/c"]
+    assert seen.resource_version == api.claim["metadata"]["resourceVersion"]
+
+
+def test_a_claim_allocated_meanwhile_fails_the_attempt() -> None:
+    api = FakeApi(_claim())
+    binder, store, _ = _binder(api)
+    pod = _pod()
+    planned = parse_claim(_claim())
+    plan = ClaimPlan([(planned, copy.deepcopy(ALLOCATION))])
+    store.apply(
+        "resourceclaims",
+        "MODIFIED",
+        {**_claim(True), "metadata": {**_claim(True)["metadata"], "resourceVersion": "2"}},
+    )
+    why = asyncio.run(binder.bind(pod, "n1", plan))
+    assert why.endswith("claim ns/c got allocated elsewhere in the meantime")
+    assert api.calls == []
+
+
+def test_unreserve_after_a_failed_binding_takes_the_pod_out_of_reserved_for() -> None:
+    api = FakeApi(_claim())
+    binder, store, _ = _binder(api)
+    pod = _pod()
+    plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))])
+    binder.assume(pod, plan)
+    assert asyncio.run(binder.bind(pod, "n1", plan)) == ""
+    asyncio.run(binder.unreserve(pod, plan))
+    assert api.calls[-1] == ("PATCH", PATH + "/status")
+    status = api.claim["status"]
+    assert status["reservedFor"] == []
+    assert status["allocation"]["devices"] == ALLOCATION["devices"], "the allocation stays"
