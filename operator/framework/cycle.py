@@ -114,6 +114,7 @@ class Scheduler:
         record: bool = False,
         nominated: Nominated | None = None,
         nominated_node: str = "",
+        within: frozenset[str] | None = None,
     ) -> Placement:
         return schedule(
             profile,
@@ -123,6 +124,7 @@ class Scheduler:
             record=record,
             nominated=nominated,
             nominated_node=nominated_node,
+            within=within,
         )
 
 
@@ -235,12 +237,17 @@ def schedule(
     record: bool = False,
     nominated: Nominated | None = None,
     nominated_node: str = "",
+    within: frozenset[str] | None = None,
 ) -> Placement:
-    """One cycle; ``nominated`` pods reserve room while filters run (not while scoring)."""
+    """One cycle; ``nominated`` pods reserve room while filters run (not while scoring).
+
+    ``within`` (a pod-group trial, Go's AssumePlacement) limits the candidate nodes
+    only: every plugin still sees the whole cluster, as PreFilter does in Go.
+    """
     total = len(snapshot)
     cycle = Cycle(pod, snapshot)
     diagnosis = Diagnosis(
-        num_all_nodes=total,
+        num_all_nodes=total if within is None else len(within),
         status=np.full(total, UNSEEN, dtype=np.int8),
         plugin=np.full(total, -1, dtype=np.int16),
     )
@@ -263,7 +270,7 @@ def schedule(
     try:
         node = nominated_node or pod.nominated_node
         row = snapshot.index.get(node) if node else None
-        if row is not None:
+        if row is not None and (within is None or node in within):
             # evaluateNominatedNode: the node an earlier preemption freed is tried first.
             nodes = np.array([row], dtype=np.intp)
             if run_filters(profile, cycle, nodes, None).size:
@@ -277,7 +284,7 @@ def schedule(
                     filter_seconds=time.perf_counter() - filter_started,
                 )
         candidates, processed = _find_feasible(
-            profile, snapshot, cycle, state, diagnosis, allowed, restricting
+            profile, snapshot, cycle, state, diagnosis, allowed, restricting, within
         )
     finally:
         release_nominated(snapshot, edits)
@@ -302,11 +309,14 @@ def _find_feasible(
     diagnosis: Diagnosis,
     allowed: frozenset[str] | None,
     restricting: list[str],
+    within: frozenset[str] | None = None,
 ) -> tuple[IndexArray, int]:
     total = len(snapshot)
     order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
+    if within is not None:
+        order = order[np.fromiter((snapshot.names[i] in within for i in order), bool, total)]
     if allowed is not None:
-        keep = np.fromiter((snapshot.names[i] in allowed for i in order), bool, count=total)
+        keep = np.fromiter((snapshot.names[i] in allowed for i in order), bool, count=order.size)
         excluded = order[~keep]
         diagnosis.status[excluded] = UNRESOLVABLE
         if excluded.size:

@@ -99,7 +99,6 @@ WATCHED: tuple[Watched, ...] = (
             "v1beta1",
             plural,
             _store("on_pod_group", plural),
-            relisted=False,
             optional=True,
         )
         for plural in ("workloads", "podgroups")

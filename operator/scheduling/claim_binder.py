@@ -188,7 +188,7 @@ class ClaimBinder:
             }
             try:
                 self._seen(await self.client.patch(_path(claim) + "/status", patch))
-            except ApiError as exc:  # retried when the pod is scheduled again
+            except Exception as exc:  # any failure: the bind must not be stranded; retried later
                 log.warning("unreserve_failed", claim=claim.key, pod=pod.key, error=str(exc))
 
     def _seen(self, body: Any) -> Claim:

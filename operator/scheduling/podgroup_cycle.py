@@ -22,14 +22,19 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import structlog
 
 from podium.algorithms.dynamic_resources.plugin import ClaimPlan
-from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
+from podium.algorithms.volume_binding import (
+    PodClaims,
+    VolumePlan,
+    pod_volume_claims,
+    volume_binding,
+)
 from podium.framework.cycle import Placement, Scheduler
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
@@ -38,7 +43,6 @@ from podium.scheduling.queue import GANG, QueuedPod
 from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
 from podium.state.snapshot import Snapshot
-from podium.state.volumes import pod_claims
 
 if TYPE_CHECKING:
     from podium.framework.profile import Profile
@@ -57,6 +61,9 @@ GROUP_ERROR = "pod group is unschedulable"
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 DRY_RUN = "SchedulerPolicy"  # what a dry-run decision waits for, as in schedule_one
 CLAIMS_UNSUPPORTED = "pod group members with ResourceClaims are not supported by Podium yet"
+VOLUMES_UNSUPPORTED = (
+    "pod group members with unbound PersistentVolumeClaims are not supported by Podium yet"
+)
 MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
@@ -156,10 +163,11 @@ class Board:
     cache: Cache
     snapshot: Snapshot
     nominator: Nominator | None = None
+    # A trial's nodes (Go's AssumePlacement): candidates only, the cluster stays visible.
+    placement: frozenset[str] | None = None
 
     def restricted(self, names: list[str]) -> Board:
-        cache, snapshot = _restricted(self.cache, self.snapshot, names)
-        return Board(self.algorithm, cache, snapshot, self.nominator)
+        return replace(self, placement=frozenset(names))
 
 
 def place_group(
@@ -179,7 +187,9 @@ def place_group(
     results: list[GroupOutcome] = []
     for nodes in placements.values():
         trial = board.restricted(nodes)
-        results.append(place_members(trial, profile, group, entries, len(already_scheduled)))
+        outcome = place_members(trial, profile, group, entries, len(already_scheduled))
+        _revert(board, outcome)  # each trial starts from the same cluster
+        results.append(outcome)
     feasible = [r for r in results if r.success]
     if not feasible:
         first = results[0] if results else GroupOutcome(placements=[(e, None) for e in entries])
@@ -205,6 +215,15 @@ def place_group(
     return best
 
 
+def _revert(board: Board, outcome: GroupOutcome) -> None:
+    """Forget what a successful trial assumed (a failed one already reverted itself)."""
+    if outcome.success:
+        for entry, placement in outcome.placements:
+            if placement is not None and placement.node:
+                board.cache.forget_pod(entry.pod)
+        board.snapshot.update(board.cache)
+
+
 def generate_placements(
     snapshot: Snapshot, group: PodGroup, scheduled: list[PodInfo]
 ) -> dict[str, list[str]]:
@@ -224,25 +243,6 @@ def generate_placements(
         if domain is not None and (not required or domain in required):
             out.setdefault(domain, []).append(name)
     return dict(sorted(out.items()))
-
-
-def _restricted(cache: Cache, snapshot: Snapshot, names: list[str]) -> tuple[Cache, Snapshot]:
-    """A cache and snapshot of only these nodes (Go's AssumePlacement), for a trial."""
-    sub = Cache()
-    for name in names:
-        state = cache.nodes[name]
-        assert state.node is not None
-        sub.add_node(state.node)
-        for pod in state.pods.values():
-            if cache.is_assumed(pod.uid):
-                sub.assume_pod(pod, name)
-            else:
-                sub.add_pod(pod)
-    view = Snapshot()
-    view.volumes, view.selectors = snapshot.volumes, snapshot.selectors
-    view.namespace_labels = snapshot.namespace_labels
-    view.update(sub)
-    return sub, view
 
 
 def place_members(
@@ -277,6 +277,7 @@ def place_members(
             record=profile.record_decisions and profile.record_top_nodes > 0,
             nominated=nominator.by_node if nominator is not None else None,
             nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
+            within=board.placement,
         )
         outcome.placements.append((entry, placement))
         remaining -= 1
@@ -300,6 +301,20 @@ def place_members(
             cache.forget_pod(pod)
         snapshot.update(cache)
     return outcome
+
+
+def validate_members(sched: PodiumScheduler, profile: Profile, live: list[QueuedPod]) -> str:
+    """Members whose devices or volumes would have to be held in flight from one member's
+    placement to the next: until the cycle does that, such a group fails loudly rather
+    than risk binding a part of it."""
+    if any(m.pod.resource_claims for m in live):
+        return CLAIMS_UNSUPPORTED
+    if volume_binding(profile) is not None:
+        for member in live:
+            claims = pod_volume_claims(sched.volumes, member.pod)
+            if isinstance(claims, PodClaims) and claims.delayed:
+                return VOLUMES_UNSUPPORTED
+    return ""
 
 
 def group_unschedulable(outcome: GroupOutcome, preemption: bool) -> str:
@@ -329,6 +344,34 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
             taken = sched.queue.take(other.pod.uid)
             if taken is not None:
                 entries.append(taken)
+    spawned: set[str] = set()
+    try:
+        _decide(sched, profile, group, entries, scheduled, started, spawned)
+    except Exception:
+        # Nothing this cycle took or assumed may be left behind: the worker fails the
+        # popped entry; every other member not yet bound is forgotten and failed here.
+        for member in entries:
+            uid = member.pod.uid
+            if uid in spawned:
+                continue
+            if sched.cache.is_assumed(uid):
+                sched.cache.forget_pod(member.pod)
+            if member is not entry and member.where == "in_flight":
+                sched._fail(member, "SchedulerError", "pod group cycle failed", error=True)
+        raise
+
+
+def _decide(
+    sched: PodiumScheduler,
+    profile: Profile,
+    group: PodGroup,
+    entries: list[QueuedPod],
+    scheduled: list[PodInfo],
+    started: float,
+    spawned: set[str],
+) -> None:
+    """Validate, place and bind (or fail) the taken members; ``spawned`` gets the uids
+    whose binds are started, all at once after every bind was prepared."""
     live: list[QueuedPod] = []
     for member in entries:
         if member.pod.deleting:
@@ -337,10 +380,7 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
             live.append(member)
     live.sort(key=lambda e: (-e.pod.priority, e.pod.created, e.pod.name))
     invalid = validate_group(group, [m.pod for m in live], scheduled)
-    if not invalid and any(m.pod.resource_claims for m in live):
-        # Placing members one after another would need each member's devices held in
-        # flight for the next; until then such a group fails loudly, never half-bound.
-        invalid = CLAIMS_UNSUPPORTED
+    invalid = invalid or validate_members(sched, profile, live)
     if invalid:
         for member in live:
             sched._fail(member, "SchedulerError", invalid, error=True, profile=profile)
@@ -382,20 +422,19 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
     condition_message = ""
     if not outcome.success:
         condition_message = group_unschedulable(outcome, profile.preemption)
+    binds = [
+        (member, placement.node, sched._record(member, profile, placement))
+        for member, placement in outcome.placements
+        if outcome.success and placement is not None and placement.node
+    ]
+    for member, node, record in binds:  # nothing here raises: all binds or none start
+        sched.nominator.remove(member.pod.uid)
+        sched.binds_in_flight += 1
+        spawned.add(member.pod.uid)
+        # Members with claims or unbound volumes never get here (validate_members).
+        sched._spawn(sched._bind(member, node, profile, started, record, VolumePlan(), ClaimPlan()))
     for member, placement in outcome.placements:
-        if placement is not None and placement.node and outcome.success:
-            sched.nominator.remove(member.pod.uid)
-            record = sched._record(member, profile, placement)
-            plan = VolumePlan()
-            if pod_claims(member.pod) and volume_binding(profile) is not None:
-                node = sched.snapshot.nodes[sched.snapshot.index[placement.node]]
-                plan = plan_volumes(sched.volumes, member.pod, node)
-                sched.volume_binder.assume(plan)
-            sched.binds_in_flight += 1
-            claims = ClaimPlan()  # members with claims never get here (CLAIMS_UNSUPPORTED)
-            sched._spawn(
-                sched._bind(member, placement.node, profile, started, record, plan, claims)
-            )
+        if outcome.success and placement is not None and placement.node:
             continue
         if placement is not None and not placement.node:
             diagnosis = placement.diagnosis

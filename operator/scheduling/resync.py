@@ -26,6 +26,7 @@ import structlog
 from podium.kube.client import KubeClient
 from podium.state.dra import KINDS as DRA_KINDS
 from podium.state.dra import NAMESPACED as DRA_NAMESPACED
+from podium.state.podgroups import KINDS as WORKLOAD_KINDS
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.volumes import KINDS as VOLUME_KINDS
 
@@ -42,7 +43,9 @@ _PATHS: dict[str, str] = {
     **DRA_KINDS,
 }
 # Namespaced kinds cached by namespace/name (pods are cached by uid).
-_BY_NAMESPACE = frozenset({"persistentvolumeclaims", *SELECTOR_KINDS, *DRA_NAMESPACED})
+_BY_NAMESPACE = frozenset(
+    {"persistentvolumeclaims", *SELECTOR_KINDS, *DRA_NAMESPACED, *WORKLOAD_KINDS}
+)
 
 
 @dataclass(slots=True)
@@ -105,7 +108,14 @@ class Resyncer:
         self.cached = cached
         self.forget = forget
         self.settings = settings or ResyncSettings()
-        self.kinds: dict[str, _Kind] = {kind: _Kind() for kind in _PATHS}
+        self.paths = dict(_PATHS)
+        self.kinds: dict[str, _Kind] = {kind: _Kind() for kind in self.paths}
+
+    def add(self, paths: Mapping[str, str]) -> None:
+        """Kinds found served at start-up (the Workload API), resynced like the rest."""
+        self.paths.update(paths)
+        for kind in paths:
+            self.kinds.setdefault(kind, _Kind())
 
     def listed(self, kind: str) -> None:
         """A ``type=None`` (listing) event arrived for ``kind``."""
@@ -140,7 +150,7 @@ class Resyncer:
         delay = self.settings.retry
         while True:
             try:
-                body = await self.client.get(_PATHS[kind])
+                body = await self.client.get(self.paths[kind])
                 break
             except Exception as exc:  # the API may still be down: retry, never give up
                 log.warning("resync_list_failed", kind=kind, error=str(exc), retry_s=delay)

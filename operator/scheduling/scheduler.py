@@ -306,6 +306,8 @@ class PodiumScheduler:
             return self.dra.cached_versions(kind)
         if kind in SELECTOR_KINDS:
             return self.snapshot.selectors.cached_versions(kind)
+        if kind in WORKLOAD_KINDS:
+            return self.pod_groups.cached_versions(kind)
         held = {uid: entry.pod.resource_version for uid, entry in self.queue.entries.items()}
         held.update((uid, state.pod.resource_version) for uid, state in self.cache.pods.items())
         return held
@@ -324,6 +326,9 @@ class PodiumScheduler:
         elif kind in SELECTOR_KINDS:
             namespace, _, name = key.partition("/")
             self.on_selector(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
+        elif kind in WORKLOAD_KINDS:
+            namespace, _, name = key.partition("/")
+            self.on_pod_group(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
         else:
             self._pod_gone(key)
 
@@ -344,6 +349,8 @@ class PodiumScheduler:
             found = {}
         served = {str(r.get("name")) for r in found.get("resources") or []}
         self.pod_groups.served = set(WORKLOAD_KINDS) <= served
+        if self.pod_groups.served:
+            self.resync.add(WORKLOAD_KINDS)
         log.info("workload_api", served=self.pod_groups.served)
 
     async def prime(self, client: KubeClient) -> None:

@@ -8,6 +8,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, cast
 
+import aiohttp
 import pytest
 
 from podium.algorithms.dynamic_resources.plugin import ClaimPlan
@@ -177,3 +178,24 @@ def test_unreserve_after_a_failed_binding_takes_the_pod_out_of_reserved_for() ->
     status = api.claim["status"]
     assert status["reservedFor"] == []
     assert status["allocation"]["devices"] == ALLOCATION["devices"], "the allocation stays"
+
+
+def test_unreserve_survives_a_lost_connection() -> None:
+    """A network error while undoing must not escape: the bind task resolves its pod."""
+    api = FakeApi(_claim())
+    binder, store, _ = _binder(api)
+    pod = _pod()
+    plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))])
+    binder.assume(pod, plan)
+    assert asyncio.run(binder.bind(pod, "n1", plan)) == ""
+
+    tried: list[str] = []
+
+    async def unreachable(path: str, body: Any, kind: str = "") -> Any:
+        tried.append(path)
+        raise aiohttp.ClientConnectionError("connection refused")
+
+    api.patch = unreachable  # type: ignore[method-assign]
+    asyncio.run(binder.unreserve(pod, plan))  # returns instead of raising
+    assert tried == [PATH + "/status"]
+    assert store.in_flight == {}

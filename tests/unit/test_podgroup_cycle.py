@@ -13,8 +13,10 @@ from podium.kube.objects import PodInfo
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.podgroup_cycle import (
+    CLAIMS_UNSUPPORTED,
     MIN_COUNT_WAIT,
     NO_VICTIMS,
+    VOLUMES_UNSUPPORTED,
     merged_conditions,
     pre_enqueue,
 )
@@ -516,3 +518,115 @@ async def test_topology_aware_placements(
         assert len(binder.bound) == len(members)
     (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
     assert (cond["status"], cond["message"]) == condition
+
+
+CLAIM = {
+    "metadata": {"name": "c", "namespace": "default", "uid": "cu", "resourceVersion": "1"},
+    "spec": {"devices": {"requests": []}},
+}
+WFFC_CLASS = {
+    "metadata": {"name": "local", "resourceVersion": "1"},
+    "provisioner": "kubernetes.io/no-provisioner",
+    "volumeBindingMode": "WaitForFirstConsumer",
+}
+UNBOUND_PVC = {
+    "metadata": {"name": "data", "namespace": "default", "resourceVersion": "1"},
+    "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"]},
+    "status": {"phase": "Pending"},
+}
+
+
+@pytest.mark.parametrize(
+    ("objects", "spec", "message"),
+    [
+        (
+            [("resourceclaims", CLAIM)],
+            {"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]},
+            CLAIMS_UNSUPPORTED,
+        ),
+        (
+            [("storageclasses", WFFC_CLASS), ("persistentvolumeclaims", UNBOUND_PVC)],
+            {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]},
+            VOLUMES_UNSUPPORTED,
+        ),
+    ],
+    ids=["resource-claims", "unbound-wait-for-first-consumer-claims"],
+)
+async def test_members_whose_devices_or_volumes_need_holding_fail_loudly(
+    objects: list[tuple[str, dict[str, Any]]], spec: dict[str, Any], message: str
+) -> None:
+    """Placing such members one by one could bind a part of the gang: none is bound."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    for kind, body in objects:
+        if kind == "resourceclaims":
+            sched.on_dra(kind, "ADDED", body)
+        else:
+            sched.on_volume(kind, "ADDED", body)
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for name in ("m0", "m1"):
+        sched.on_pod("ADDED", _member(name, "1", **spec))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert binder.bound == {}
+    assert binder.messages == {"m0": message, "m1": message}
+
+
+async def test_a_cycle_that_raises_leaves_no_member_taken_or_assumed() -> None:
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for name in ("m0", "m1"):
+        sched.on_pod("ADDED", _member(name, "1"))
+    records = 0
+
+    def record(*args: Any, **kwargs: Any) -> None:
+        nonlocal records
+        records += 1
+        if records == 2:  # the second member's bind cannot be prepared
+            raise RuntimeError("boom")
+
+    sched._record = record  # type: ignore[method-assign]
+    entry = await asyncio.wait_for(sched.queue.pop(), 1)
+    with pytest.raises(RuntimeError):
+        sched.schedule_one(entry)
+    await asyncio.gather(*list(sched._tasks))
+    assert binder.bound == {}, "no bind starts unless every bind was prepared"
+    assert not any(sched.cache.is_assumed(uid) for uid in sched.cache.pods)
+    others = [e for e in sched.queue.entries.values() if e is not entry]
+    assert others and all(e.where != "in_flight" for e in others)
+
+
+async def test_a_trial_placement_still_sees_pods_outside_its_domain() -> None:
+    """Go's AssumePlacement narrows the candidates only: a pod in another rack whose
+    required anti-affinity spans the zone still keeps the gang out of the whole zone."""
+    binder = _Binder()
+    profile = default_profile("podium")
+    profile.topology_aware_workloads = True
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    zone = "topology.kubernetes.io/zone"
+    for i in range(4):
+        labels = {RACK: f"r{i // 2}", zone: "z1"}
+        sched.on_node("ADDED", node(f"n{i}", cpu="4", labels=labels))
+    anti = {
+        "podAntiAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": [
+                {"labelSelector": {"matchLabels": {"app": "train"}}, "topologyKey": zone}
+            ]
+        }
+    }
+    sched.on_pod("ADDED", pod("guard", cpu="1", node_name="n2", affinity=anti))
+    sched.on_pod_group("podgroups", "ADDED", _topology_group(2))
+    for i in range(2):
+        sched.on_pod("ADDED", _member(f"m{i}", "1", labels={"app": "train"}))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await asyncio.gather(*list(sched._tasks))
+    assert binder.bound == {}
+    (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
+    assert cond["status"] == "False"
+    assert "0/2 placements are available" in cond["message"]

@@ -46,3 +46,26 @@ async def test_watches_follow_discovery(discovery: dict[str, Any] | None, served
     workload = {"workloads_event", "podgroups_event"}
     assert (workload & ids) == (workload if served else set())
     assert "nodes_event" in ids  # pods come through a direct ListWatch
+
+
+async def test_a_relist_forgets_a_pod_group_deleted_during_a_watch_gap() -> None:
+    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    sched = PodiumScheduler(binder, {"podium": default_profile("podium")})
+    await sched.discover(cast(Any, _Client(GROUP_RESOURCES)))
+    assert {"workloads", "podgroups"} <= set(sched.resync.kinds)
+    group = {
+        "metadata": {"name": "g", "namespace": "ns", "resourceVersion": "3", "generation": 1},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": 2}}},
+    }
+    sched.on_pod_group("podgroups", "ADDED", group)
+    assert sched.pod_groups.get("ns", "g") is not None
+    gone = sched.resync.reconcile("podgroups", {"items": [], "metadata": {"resourceVersion": "9"}})
+    assert gone == ["ns/g"]
+    assert sched.pod_groups.get("ns", "g") is None
+
+
+async def test_an_unserved_workload_api_is_never_resynced() -> None:
+    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    sched = PodiumScheduler(binder, {"podium": default_profile("podium")})
+    await sched.discover(cast(Any, _Client(None)))
+    assert not {"workloads", "podgroups"} & set(sched.resync.kinds)
