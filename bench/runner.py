@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import itertools
 import os
 import platform
 import re
@@ -754,26 +755,14 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
     """Run the selected cases for each scheduler; write results.json and the plot under out.
 
     control_plane may be one already running (the test session's); otherwise a
-    ControlPlane with perf=True is started for the benchmark and stopped after it.
+    ControlPlane with perf=True is started for the benchmark and stopped after it. Gang
+    cases need the Workload API, which adds watches and a pod field the other cases
+    must not pay for, so they get their own control plane with its gate: consecutive
+    cases of one kind share a plane, in the order selected.
     """
     if config.repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {config.repeat}")
     chosen = select(load_cases(), list(config.cases), config.preset)
-    own_plane = control_plane is None
-    if control_plane is None:
-        # Its logs (apiserver, etcd, kube-scheduler) belong to this benchmark run only.
-        workdir = (config.out / "cluster").resolve()
-        shutil.rmtree(workdir, ignore_errors=True)
-        # The Workload API only when a gang case runs: it serves one more API group and
-        # keeps pods' spec.schedulingGroup, and changes nothing for pods without one.
-        gangs = any(case.gang is not None for case, _ in chosen)
-        control_plane = ControlPlane(
-            workdir=workdir,
-            perf=True,
-            feature_gates=WORKLOAD_GATES if gangs else None,
-            runtime_config=WORKLOAD_RUNTIME_CONFIG if gangs else None,
-        )
-    plane = control_plane
     results = BenchResults(
         meta={
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -786,28 +775,67 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
             "podium_args": list(config.podium_args),
             "python": platform.python_version(),
             "cpus": len(os.sched_getaffinity(0)),
-            "apiserver_perf_flags": plane.perf,
-            "apiserver_feature_gates": dict(plane.feature_gates),
+            "apiserver_perf_flags": control_plane.perf if control_plane else True,
+            "workload_api_cases": [case.name for case, _ in chosen if case.gang is not None],
+            "foreign_nodes": 0,
         }
     )
     progress = Progress(config.progress)
     progress.plan(
         sum(len(workloads) for _, workloads in chosen) * config.repeat * len(config.schedulers)
     )
-    if own_plane:
-        progress.note("starting etcd and kube-apiserver (perf flags) ...")
+    seq = 0
+    parts = itertools.groupby(chosen, key=lambda item: item[0].gang is not None)
+    for index, (workload_api, part) in enumerate(parts):
+        if control_plane is not None:
+            seq = await _run_part(config, control_plane, list(part), results, progress, seq)
+            continue
+        # Its logs (apiserver, etcd, kube-scheduler) belong to this benchmark run only.
+        workdir = (config.out / ("cluster" if index == 0 else f"cluster-{index + 1}")).resolve()
+        shutil.rmtree(workdir, ignore_errors=True)
+        plane = ControlPlane(
+            workdir=workdir,
+            perf=True,
+            feature_gates=WORKLOAD_GATES if workload_api else None,
+            runtime_config=WORKLOAD_RUNTIME_CONFIG if workload_api else None,
+        )
+        gates = " with the Workload API" if workload_api else ""
+        progress.note(f"starting etcd and kube-apiserver (perf flags{gates}) ...")
         await plane.astart()
+        try:
+            seq = await _run_part(config, plane, list(part), results, progress, seq)
+        finally:
+            await plane.astop()
+    results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results.write(config.out / "results.json")
+    sweep_cases = {case.name for case, _ in chosen if case.sweep}
+    report.plot(results, config.out / "bound_over_time.png", sweep_cases)
+    sweep = report.sweep_table(results, sweep_cases)
+    if sweep:
+        _emit(config.report, sweep)
+    return results
+
+
+async def _run_part(
+    config: BenchConfig,
+    plane: ControlPlane,
+    chosen: Sequence[tuple[Case, Sequence[Workload]]],
+    results: BenchResults,
+    progress: Progress,
+    seq: int,
+) -> int:
+    """Run chosen on one control plane; returns the last run's sequence number."""
     api = await Api.connect(str(plane.kubeconfig), _CREATE_CONCURRENCY)
     bench = _Bench(config, plane, api, progress)
     try:
         results.meta["kube_scheduler_version"] = _version(plane.binaries.kube_scheduler)
-        results.meta["foreign_nodes"] = foreign = await bench.foreign_nodes()
+        foreign = await bench.foreign_nodes()
+        results.meta["foreign_nodes"] = max(foreign, results.meta["foreign_nodes"])
         if foreign:
             bench.progress.note(
                 f"warning: {foreign} node(s) not created by the benchmark exist; both "
                 "schedulers will see them"
             )
-        seq = 0
         for case, workloads in chosen:
             for workload in workloads:
                 scaled = workload.scaled(config.scale)
@@ -821,16 +849,7 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
         await bench.cleanup()
     finally:
         await api.close()
-        if own_plane:
-            await plane.astop()
-    results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    results.write(config.out / "results.json")
-    sweep_cases = {case.name for case, _ in chosen if case.sweep}
-    report.plot(results, config.out / "bound_over_time.png", sweep_cases)
-    sweep = report.sweep_table(results, sweep_cases)
-    if sweep:
-        _emit(config.report, sweep)
-    return results
+    return seq
 
 
 def _emit(stream: TextIO | None, text: str) -> None:
