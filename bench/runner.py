@@ -39,7 +39,7 @@ from typing import Any, TextIO
 import aiohttp
 
 from podium.devcluster import WORKLOAD_GATES, WORKLOAD_RUNTIME_CONFIG, ControlPlane
-from podium.devcluster.dra import claim_from_template
+from podium.devcluster.dra import claim_from_template, template_refs
 
 from . import report
 from .api import Api, ApiFailure, request_key
@@ -184,9 +184,7 @@ class _Bench:
         api = self.api
         for ns in namespaces:
             claims_path = f"{_RESOURCE}/namespaces/{ns}/resourceclaims"
-            claims = await api.call(
-                "GET", claims_path, request_key("LIST", "resourceclaims", group=_GROUP_RESOURCE)
-            )
+            claims = await api.list(claims_path, f"{_GROUP_RESOURCE}/resourceclaims")
             for claim in claims["items"]:
                 if claim["metadata"].get("finalizers"):
                     await api.patch(
@@ -314,7 +312,7 @@ class _Bench:
                 "/api/v1/nodes",
                 "nodes",
                 (
-                    case.node.manifest(f"{run_id}-n{i:05d}", i, run_id)
+                    case.node.manifest(_node_name(run_id, i), i, run_id)
                     for i in range(workload.nodes)
                 ),
                 count_node,
@@ -402,7 +400,7 @@ class _Bench:
             await self.create_all(
                 f"{_RESOURCE}/resourceslices",
                 f"{_GROUP_RESOURCE}/resourceslices",
-                (dra.resource_slice(f"{run_id}-n{i:05d}", run_id) for i in range(workload.nodes)),
+                (dra.resource_slice(_node_name(run_id, i), run_id) for i in range(workload.nodes)),
             )
             await self.api.create(
                 f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
@@ -431,14 +429,14 @@ class _Bench:
         meta = pod["metadata"]
         namespace = meta["namespace"]
         statuses = []
-        for ref in pod["spec"].get("resourceClaims") or []:
-            claim = claim_from_template(pod, ref["name"], template)
+        for claim_name, _ in template_refs(pod):
+            claim = claim_from_template(pod, claim_name, template)
             made = await self.api.create(
                 f"{_RESOURCE}/namespaces/{namespace}/resourceclaims",
                 f"{_GROUP_RESOURCE}/resourceclaims",
                 claim,
             )
-            statuses.append({"name": ref["name"], "resourceClaimName": made["metadata"]["name"]})
+            statuses.append({"name": claim_name, "resourceClaimName": made["metadata"]["name"]})
         await self.api.patch(
             f"/api/v1/namespaces/{namespace}/pods/{meta['name']}",
             "pods",
@@ -715,6 +713,11 @@ class _Bench:
         correctness.measure_unbound += sum(
             1 for s in fitting if s.bound_at is None and not s.deleted
         )
+
+
+def _node_name(run_id: str, index: int) -> str:
+    """The run's index-th node; its ResourceSlice (DRA cases) names it too."""
+    return f"{run_id}-n{index:05d}"
 
 
 def _ms_per_pod(cpu_seconds: float, bound: int) -> float | None:
