@@ -75,12 +75,19 @@ class Api:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         allow: tuple[int, ...] = (),
+        content_type: str | None = None,
     ) -> Any:
         """One request; statuses in allow (e.g. 404 on delete) return None instead of raising."""
         self.counts[key] += 1
         data = orjson.dumps(body) if body is not None else None
+        headers = {"Content-Type": content_type} if content_type else None
         async with self._session.request(
-            method, self.server + path, data=data, params=params, timeout=_REQUEST_TIMEOUT
+            method,
+            self.server + path,
+            data=data,
+            params=params,
+            headers=headers,
+            timeout=_REQUEST_TIMEOUT,
         ) as resp:
             raw = await resp.read()
             if resp.status in allow:
@@ -96,15 +103,23 @@ class Api:
     async def create(self, path: str, resource: str, body: Any) -> Any:
         return await self.call("POST", path, request_key("POST", resource), body)
 
+    async def patch(self, path: str, resource: str, body: Any, subresource: str = "") -> Any:
+        """A JSON merge patch of path (or of its subresource)."""
+        key = request_key("PATCH", resource, subresource)
+        target = f"{path}/{subresource}" if subresource else path
+        return await self.call("PATCH", target, key, body, content_type=_MERGE_PATCH)
+
     async def delete(self, path: str, resource: str, grace_zero: bool = True) -> None:
         params = {"gracePeriodSeconds": "0"} if grace_zero else None
         await self.call(
             "DELETE", path, request_key("DELETE", resource), params=params, allow=(404,)
         )
 
-    async def delete_collection(self, path: str, resource: str, selector: str) -> None:
+    async def delete_collection(
+        self, path: str, resource: str, selector: str, allow: tuple[int, ...] = ()
+    ) -> None:
         params = {"labelSelector": selector, "gracePeriodSeconds": "0"}
-        await self.call("DELETE", path, request_key("DELETE", resource), params=params)
+        await self.call("DELETE", path, request_key("DELETE", resource), params=params, allow=allow)
 
     async def list(
         self, path: str, resource: str, params: Mapping[str, str] | None = None
@@ -158,3 +173,4 @@ class Api:
 
 
 _REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=120)
+_MERGE_PATCH = "application/merge-patch+json"

@@ -32,6 +32,8 @@ __all__ = [
     "Case",
     "CaseError",
     "Churn",
+    "DynamicResources",
+    "Gang",
     "NodeTemplate",
     "PodTemplate",
     "Workload",
@@ -120,6 +122,101 @@ class Churn:
     services: int = 0
 
 
+_DRA_DRIVER = "test-driver.cdi.k8s.io"
+"""scheduler_perf's driver name."""
+
+
+@dataclass(frozen=True, slots=True)
+class DynamicResources:
+    """scheduler_perf's SchedulingWithResourceClaimTemplate: every measured pod claims one device.
+
+    Each node gets one ResourceSlice (its own pool) with devices_per_node devices of one
+    driver, a DeviceClass selects the driver, and the measured pods' claim comes from a
+    ResourceClaimTemplate in the run's namespace.
+    """
+
+    devices_per_node: int
+    driver: str = _DRA_DRIVER
+
+    def device_class(self, name: str, run_id: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "DeviceClass",
+            "metadata": {"name": name, "labels": _run_labels(run_id)},
+            "spec": {"selectors": [{"cel": {"expression": f'device.driver == "{self.driver}"'}}]},
+        }
+
+    def resource_slice(self, node: str, run_id: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceSlice",
+            "metadata": {"name": f"{node}-slice", "labels": _run_labels(run_id)},
+            "spec": {
+                "driver": self.driver,
+                "nodeName": node,
+                "pool": {"name": node, "generation": 1, "resourceSliceCount": 1},
+                "devices": [
+                    {"name": f"device-{i}", "attributes": {"type": {"string": "gpu"}}}
+                    for i in range(self.devices_per_node)
+                ],
+            },
+        }
+
+    def claim_template(self, name: str, class_name: str, run_id: str) -> dict[str, Any]:
+        return {
+            "apiVersion": "resource.k8s.io/v1",
+            "kind": "ResourceClaimTemplate",
+            "metadata": {"name": name, "labels": _run_labels(run_id)},
+            "spec": {
+                "spec": {
+                    "devices": {
+                        "requests": [{"name": "req-0", "exactly": {"deviceClassName": class_name}}]
+                    }
+                }
+            },
+        }
+
+
+def with_claim_template(pod: dict[str, Any], template_name: str) -> dict[str, Any]:
+    """The pod asks for one claim from template_name, used by its container."""
+    pod["spec"]["resourceClaims"] = [
+        {"name": "resource", "resourceClaimTemplateName": template_name}
+    ]
+    pod["spec"]["containers"][0].setdefault("resources", {})["claims"] = [{"name": "resource"}]
+    return pod
+
+
+@dataclass(frozen=True, slots=True)
+class Gang:
+    """The measured pods come in PodGroups of size members with the gang policy (minCount size).
+
+    A last group left short by scaling gets minCount equal to its member count.
+    """
+
+    size: int
+
+    def group_of(self, index: int) -> str:
+        return f"gang-{index // self.size:05d}"
+
+    def pod_groups(self, pods: int, run_id: str) -> list[dict[str, Any]]:
+        groups = []
+        for first in range(0, pods, self.size):
+            members = min(self.size, pods - first)
+            groups.append(
+                {
+                    "apiVersion": "scheduling.k8s.io/v1beta1",
+                    "kind": "PodGroup",
+                    "metadata": {"name": self.group_of(first), "labels": _run_labels(run_id)},
+                    "spec": {"schedulingPolicy": {"gang": {"minCount": members}}},
+                }
+            )
+        return groups
+
+
+def _run_labels(run_id: str) -> dict[str, str]:
+    return {BENCH_LABEL: "true", RUN_LABEL: run_id}
+
+
 @dataclass(frozen=True, slots=True)
 class Workload:
     """One size of a case: node count, the pods created in each phase, and its presets."""
@@ -152,6 +249,10 @@ class Case:
     churn: Churn | None = None
     sweep: bool = False
     """Report the workloads as a throughput-versus-node-count series as well."""
+    dra: DynamicResources | None = None
+    """The measured pods each claim a device (see DynamicResources)."""
+    gang: Gang | None = None
+    """The measured pods come in gangs; needs the Workload API (see Gang)."""
 
     @property
     def init(self) -> PodTemplate:
@@ -166,12 +267,14 @@ class Case:
 
 _CASE_KEYS = {
     "name", "description", "node", "podTemplates", "initPods", "measurePods", "churn",
-    "workloads", "sweep",
+    "workloads", "sweep", "dynamicResources", "gang",
 }  # fmt: skip
 _NODE_KEYS = {"cpu", "memory", "pods", "zones", "labels"}
 _TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect"}
 _CHURN_KEYS = {"mode", "intervalSeconds", "nodes", "pods", "services"}
 _WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods", "presets"}
+_DRA_KEYS = {"devicesPerNode", "driver"}
+_GANG_KEYS = {"size"}
 
 
 def _mapping(
@@ -253,6 +356,25 @@ def _churn(raw: Any, where: str, templates: Mapping[str, PodTemplate]) -> Churn:
     )
 
 
+def _positive(value: Any, where: str) -> int:
+    if _count(value, where) == 0:
+        raise CaseError(f"{where}: expected a positive integer, got 0")
+    return int(value)
+
+
+def _dra(raw: Any, where: str) -> DynamicResources:
+    body = _mapping(raw, where, _DRA_KEYS, ("devicesPerNode",))
+    return DynamicResources(
+        devices_per_node=_positive(body["devicesPerNode"], f"{where}.devicesPerNode"),
+        driver=str(body.get("driver", _DRA_DRIVER)),
+    )
+
+
+def _gang(raw: Any, where: str) -> Gang:
+    body = _mapping(raw, where, _GANG_KEYS, ("size",))
+    return Gang(size=_positive(body["size"], f"{where}.size"))
+
+
 def parse_case(raw: Any, source: Path) -> Case:
     where = source.name
     body = _mapping(raw, where, _CASE_KEYS, ("name", "description", "workloads"))
@@ -306,6 +428,10 @@ def parse_case(raw: Any, source: Path) -> Case:
         workloads=tuple(workloads),
         churn=churn,
         sweep=bool(body.get("sweep", False)),
+        dra=_dra(body["dynamicResources"], f"{where}.dynamicResources")
+        if "dynamicResources" in body
+        else None,
+        gang=_gang(body["gang"], f"{where}.gang") if "gang" in body else None,
     )
 
 

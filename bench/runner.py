@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import importlib.metadata
+import itertools
 import os
 import platform
 import re
@@ -30,17 +31,18 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
 import aiohttp
 
-from podium.devcluster import ControlPlane
+from podium.devcluster import WORKLOAD_GATES, WORKLOAD_RUNTIME_CONFIG, ControlPlane
+from podium.devcluster.dra import claim_from_template, template_refs
 
 from . import report
-from .api import Api, ApiFailure
+from .api import Api, ApiFailure, request_key
 from .apimetrics import attribute, scrape
 from .cases import (
     BENCH_LABEL,
@@ -51,6 +53,7 @@ from .cases import (
     Workload,
     load_cases,
     select,
+    with_claim_template,
 )
 from .measure import (
     PodTracker,
@@ -83,6 +86,11 @@ _ROLES = ("init", "measure", "churn")
 _CREATE_CONCURRENCY = 32
 _UNSCHEDULABLE_GRACE = 30.0
 """Seconds a scheduler gets, after the measured pods, to mark the last never-fitting pods."""
+_RESOURCE = "/apis/resource.k8s.io/v1"
+_SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
+_CLAIM_TEMPLATE = "bench-claim-template"
+_GROUP_RESOURCE = "resource.k8s.io"
+_GROUP_SCHEDULING = "scheduling.k8s.io"
 
 
 @dataclass(slots=True)
@@ -157,6 +165,7 @@ class _Bench:
                 await api.delete(
                     f"/api/v1/namespaces/{ns['metadata']['name']}", "namespaces", False
                 )
+        await self.cleanup_dra_and_gangs([ns["metadata"]["name"] for ns in namespaces["items"]])
         deadline = time.monotonic() + self.config.timeout
         for path, resource_name in (("/api/v1/pods", "pods"), ("/api/v1/nodes", "nodes")):
             while (await api.list(path, resource_name, {"labelSelector": _SELECTOR, "limit": "1"}))[
@@ -166,21 +175,57 @@ class _Bench:
                     raise RuntimeError(f"benchmark {resource_name} were not deleted in time")
                 await asyncio.sleep(0.5)
 
+    async def cleanup_dra_and_gangs(self, namespaces: Sequence[str]) -> None:
+        """Delete the DRA objects and PodGroups of earlier runs; no controller would.
+
+        Claims lose their finalizer first (the resourceclaim controller's job). A kind the
+        API server does not serve (PodGroups without the Workload API) has nothing to delete.
+        """
+        api = self.api
+        for ns in namespaces:
+            claims_path = f"{_RESOURCE}/namespaces/{ns}/resourceclaims"
+            claims = await api.list(claims_path, f"{_GROUP_RESOURCE}/resourceclaims")
+            for claim in claims["items"]:
+                if claim["metadata"].get("finalizers"):
+                    await api.patch(
+                        f"{claims_path}/{claim['metadata']['name']}",
+                        f"{_GROUP_RESOURCE}/resourceclaims",
+                        {"metadata": {"finalizers": None}},
+                    )
+            for path, resource_name in (
+                (claims_path, f"{_GROUP_RESOURCE}/resourceclaims"),
+                (f"{_RESOURCE}/namespaces/{ns}/resourceclaimtemplates",
+                 f"{_GROUP_RESOURCE}/resourceclaimtemplates"),
+                (f"{_SCHEDULING}/namespaces/{ns}/podgroups", f"{_GROUP_SCHEDULING}/podgroups"),
+            ):  # fmt: skip
+                await api.delete_collection(path, resource_name, "", allow=(404,))
+        for path, resource_name in (
+            (f"{_RESOURCE}/resourceslices", f"{_GROUP_RESOURCE}/resourceslices"),
+            (f"{_RESOURCE}/deviceclasses", f"{_GROUP_RESOURCE}/deviceclasses"),
+        ):
+            await api.delete_collection(path, resource_name, _SELECTOR)
+
     async def create_all(
         self,
         path: str,
         resource_name: str,
         bodies: Iterable[dict[str, Any]],
         before_each: Callable[[dict[str, Any]], None] | None = None,
+        after_each: Callable[[dict[str, Any]], Awaitable[None]] | None = None,
     ) -> None:
-        """Create objects with a fixed number of requests in flight, as fast as the server goes."""
+        """Create objects with a fixed number of requests in flight, as fast as the server goes.
+
+        after_each gets each created object (as the API server returned it).
+        """
         items = iter(bodies)
 
         async def worker() -> None:
             for body in items:
                 if before_each is not None:
                     before_each(body)
-                await self.api.create(path, resource_name, body)
+                made = await self.api.create(path, resource_name, body)
+                if after_each is not None:
+                    await after_each(made)
 
         async with asyncio.TaskGroup() as group:  # one failure stops the other workers
             for _ in range(_CREATE_CONCURRENCY):
@@ -193,9 +238,12 @@ class _Bench:
 
     # -- one run ---------------------------------------------------------------------
 
-    def scheduler(self, label: str, title: str) -> BenchScheduler:
+    def scheduler(self, label: str, title: str, case: Case) -> BenchScheduler:
         if label == KUBE:
-            return KubeSchedulerUnderTest(self.plane)
+            # The gate adds GangScheduling to kube-scheduler's profile: in gang cases only.
+            return KubeSchedulerUnderTest(
+                self.plane, feature_gates=WORKLOAD_GATES if case.gang else None
+            )
         return PodiumUnderTest(
             self.plane, self.logs / f"{title}.podium.log", extra_args=self.config.podium_args
         )
@@ -210,7 +258,7 @@ class _Bench:
         title = f"{case.name}/{workload.name} {label}"
         if self.config.repeat > 1:
             title += f" #{repeat}"
-        sched = self.scheduler(label, namespace)
+        sched = self.scheduler(label, namespace, case)
         result = RunResult(
             case=case.name,
             workload=workload.name,
@@ -264,11 +312,12 @@ class _Bench:
                 "/api/v1/nodes",
                 "nodes",
                 (
-                    case.node.manifest(f"{run_id}-n{i:05d}", i, run_id)
+                    case.node.manifest(_node_name(run_id, i), i, run_id)
                     for i in range(workload.nodes)
                 ),
                 count_node,
             )
+        await self._dra_and_gang_objects(case, workload, run_id, namespace)
         tracker = PodTracker()
         pods_path = f"/api/v1/namespaces/{namespace}/pods"
 
@@ -311,11 +360,89 @@ class _Bench:
         self.progress.phase("check placements")
         pods = await api.list(pods_path, "pods")
         nodes = await api.list("/api/v1/nodes", "nodes")
-        check = await asyncio.to_thread(check_placements, pods["items"], nodes["items"])
+        claims: list[dict[str, Any]] = []
+        groups: list[dict[str, Any]] = []
+        if case.dra is not None:
+            claims = (
+                await api.list(
+                    f"{_RESOURCE}/namespaces/{namespace}/resourceclaims",
+                    f"{_GROUP_RESOURCE}/resourceclaims",
+                )
+            )["items"]
+        if case.gang is not None:
+            groups = (
+                await api.list(
+                    f"{_SCHEDULING}/namespaces/{namespace}/podgroups",
+                    f"{_GROUP_SCHEDULING}/podgroups",
+                )
+            )["items"]
+        check = await asyncio.to_thread(
+            check_placements, pods["items"], nodes["items"], claims, groups
+        )
         result.correctness.violations = dict(check.violations)
         result.correctness.examples = check.examples
         result.correctness.quality = check.quality
         result.correctness.on_deleted_nodes = check.on_deleted_nodes
+
+    async def _dra_and_gang_objects(
+        self, case: Case, workload: Workload, run_id: str, namespace: str
+    ) -> None:
+        """The DeviceClass, slices and claim template, and the PodGroups, before any pod."""
+        if case.dra is not None:
+            dra = case.dra
+            class_name = f"{run_id}-class"
+            await self.api.create(
+                f"{_RESOURCE}/deviceclasses",
+                f"{_GROUP_RESOURCE}/deviceclasses",
+                dra.device_class(class_name, run_id),
+            )
+            self.progress.phase("create resource slices")
+            await self.create_all(
+                f"{_RESOURCE}/resourceslices",
+                f"{_GROUP_RESOURCE}/resourceslices",
+                (dra.resource_slice(_node_name(run_id, i), run_id) for i in range(workload.nodes)),
+            )
+            await self.api.create(
+                f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+                f"{_GROUP_RESOURCE}/resourceclaimtemplates",
+                dra.claim_template(_CLAIM_TEMPLATE, class_name, run_id),
+            )
+        if case.gang is not None:
+            await self.create_all(
+                f"{_SCHEDULING}/namespaces/{namespace}/podgroups",
+                f"{_GROUP_SCHEDULING}/podgroups",
+                case.gang.pod_groups(workload.measure_pods, run_id),
+            )
+
+    def _measured_pod(
+        self, case: Case, index: int, sched: BenchScheduler, run_id: str
+    ) -> dict[str, Any]:
+        pod = case.measure.manifest(f"pod-{index:05d}", sched.scheduler_name, run_id, "measure")
+        if case.dra is not None:
+            with_claim_template(pod, _CLAIM_TEMPLATE)
+        if case.gang is not None:
+            pod["spec"]["schedulingGroup"] = {"podGroupName": case.gang.group_of(index)}
+        return pod
+
+    async def _make_claims(self, pod: dict[str, Any], template: dict[str, Any]) -> None:
+        """The resourceclaim controller's work for one created pod (there is none here)."""
+        meta = pod["metadata"]
+        namespace = meta["namespace"]
+        statuses = []
+        for claim_name, _ in template_refs(pod):
+            claim = claim_from_template(pod, claim_name, template)
+            made = await self.api.create(
+                f"{_RESOURCE}/namespaces/{namespace}/resourceclaims",
+                f"{_GROUP_RESOURCE}/resourceclaims",
+                claim,
+            )
+            statuses.append({"name": claim_name, "resourceClaimName": made["metadata"]["name"]})
+        await self.api.patch(
+            f"/api/v1/namespaces/{namespace}/pods/{meta['name']}",
+            "pods",
+            {"status": {"resourceClaimStatuses": statuses}},
+            "status",
+        )
 
     async def _wait_bound(
         self, tracker: PodTracker, role: str, target: int, sched: BenchScheduler, deadline: float
@@ -384,7 +511,6 @@ class _Bench:
         before_busy = busy_cpu_seconds()
 
         churned: dict[str, str] = {}
-        template = case.measure
         target = workload.measure_pods
         sampler = Sampler(time.monotonic())
         deadline = sampler.started + self.config.timeout
@@ -395,15 +521,24 @@ class _Bench:
                 await asyncio.sleep(1.0)
                 sampler.sample(tracker.bound["measure"])
 
+        after_each: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        if case.dra is not None:
+            claim_template = await api.call(
+                "GET",
+                f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates/{_CLAIM_TEMPLATE}",
+                request_key("GET", "resourceclaimtemplates", group=_GROUP_RESOURCE),
+            )
+
+            async def after_each(pod: dict[str, Any]) -> None:
+                await self._make_claims(pod, claim_template)
+
         async def create() -> float:
             await self.create_all(
                 f"/api/v1/namespaces/{namespace}/pods",
                 "pods",
-                (
-                    template.manifest(f"pod-{i:05d}", sched.scheduler_name, run_id, "measure")
-                    for i in range(target)
-                ),
+                (self._measured_pod(case, i, sched, run_id) for i in range(target)),
                 lambda body: tracker.creating(body["metadata"]["name"], "measure"),
+                after_each,
             )
             return time.monotonic()
 
@@ -580,6 +715,11 @@ class _Bench:
         )
 
 
+def _node_name(run_id: str, index: int) -> str:
+    """The run's index-th node; its ResourceSlice (DRA cases) names it too."""
+    return f"{run_id}-n{index:05d}"
+
+
 def _ms_per_pod(cpu_seconds: float, bound: int) -> float | None:
     return 1000 * cpu_seconds / bound if bound else None
 
@@ -618,18 +758,14 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
     """Run the selected cases for each scheduler; write results.json and the plot under out.
 
     control_plane may be one already running (the test session's); otherwise a
-    ControlPlane with perf=True is started for the benchmark and stopped after it.
+    ControlPlane with perf=True is started for the benchmark and stopped after it. Gang
+    cases need the Workload API, which adds watches and a pod field the other cases
+    must not pay for, so they get their own control plane with its gate: consecutive
+    cases of one kind share a plane, in the order selected.
     """
     if config.repeat < 1:
         raise ValueError(f"repeat must be at least 1, got {config.repeat}")
     chosen = select(load_cases(), list(config.cases), config.preset)
-    own_plane = control_plane is None
-    if control_plane is None:
-        # Its logs (apiserver, etcd, kube-scheduler) belong to this benchmark run only.
-        workdir = (config.out / "cluster").resolve()
-        shutil.rmtree(workdir, ignore_errors=True)
-        control_plane = ControlPlane(workdir=workdir, perf=True)
-    plane = control_plane
     results = BenchResults(
         meta={
             "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
@@ -642,27 +778,67 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
             "podium_args": list(config.podium_args),
             "python": platform.python_version(),
             "cpus": len(os.sched_getaffinity(0)),
-            "apiserver_perf_flags": plane.perf,
+            "apiserver_perf_flags": control_plane.perf if control_plane else True,
+            "workload_api_cases": [case.name for case, _ in chosen if case.gang is not None],
+            "foreign_nodes": 0,
         }
     )
     progress = Progress(config.progress)
     progress.plan(
         sum(len(workloads) for _, workloads in chosen) * config.repeat * len(config.schedulers)
     )
-    if own_plane:
-        progress.note("starting etcd and kube-apiserver (perf flags) ...")
+    seq = 0
+    parts = itertools.groupby(chosen, key=lambda item: item[0].gang is not None)
+    for index, (workload_api, part) in enumerate(parts):
+        if control_plane is not None:
+            seq = await _run_part(config, control_plane, list(part), results, progress, seq)
+            continue
+        # Its logs (apiserver, etcd, kube-scheduler) belong to this benchmark run only.
+        workdir = (config.out / ("cluster" if index == 0 else f"cluster-{index + 1}")).resolve()
+        shutil.rmtree(workdir, ignore_errors=True)
+        plane = ControlPlane(
+            workdir=workdir,
+            perf=True,
+            feature_gates=WORKLOAD_GATES if workload_api else None,
+            runtime_config=WORKLOAD_RUNTIME_CONFIG if workload_api else None,
+        )
+        gates = " with the Workload API" if workload_api else ""
+        progress.note(f"starting etcd and kube-apiserver (perf flags{gates}) ...")
         await plane.astart()
+        try:
+            seq = await _run_part(config, plane, list(part), results, progress, seq)
+        finally:
+            await plane.astop()
+    results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    results.write(config.out / "results.json")
+    sweep_cases = {case.name for case, _ in chosen if case.sweep}
+    report.plot(results, config.out / "bound_over_time.png", sweep_cases)
+    sweep = report.sweep_table(results, sweep_cases)
+    if sweep:
+        _emit(config.report, sweep)
+    return results
+
+
+async def _run_part(
+    config: BenchConfig,
+    plane: ControlPlane,
+    chosen: Sequence[tuple[Case, Sequence[Workload]]],
+    results: BenchResults,
+    progress: Progress,
+    seq: int,
+) -> int:
+    """Run chosen on one control plane; returns the last run's sequence number."""
     api = await Api.connect(str(plane.kubeconfig), _CREATE_CONCURRENCY)
     bench = _Bench(config, plane, api, progress)
     try:
         results.meta["kube_scheduler_version"] = _version(plane.binaries.kube_scheduler)
-        results.meta["foreign_nodes"] = foreign = await bench.foreign_nodes()
+        foreign = await bench.foreign_nodes()
+        results.meta["foreign_nodes"] = max(foreign, results.meta["foreign_nodes"])
         if foreign:
             bench.progress.note(
                 f"warning: {foreign} node(s) not created by the benchmark exist; both "
                 "schedulers will see them"
             )
-        seq = 0
         for case, workloads in chosen:
             for workload in workloads:
                 scaled = workload.scaled(config.scale)
@@ -676,16 +852,7 @@ async def run_bench(config: BenchConfig, control_plane: ControlPlane | None = No
         await bench.cleanup()
     finally:
         await api.close()
-        if own_plane:
-            await plane.astop()
-    results.meta["finished"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    results.write(config.out / "results.json")
-    sweep_cases = {case.name for case, _ in chosen if case.sweep}
-    report.plot(results, config.out / "bound_over_time.png", sweep_cases)
-    sweep = report.sweep_table(results, sweep_cases)
-    if sweep:
-        _emit(config.report, sweep)
-    return results
+    return seq
 
 
 def _emit(stream: TextIO | None, text: str) -> None:

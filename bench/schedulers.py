@@ -13,7 +13,7 @@ import signal
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -60,9 +60,14 @@ class KubeSchedulerUnderTest:
 
     label = KUBE
 
-    def __init__(self, control_plane: ControlPlane, scheduler_name: str = "bench-kube") -> None:
+    def __init__(
+        self,
+        control_plane: ControlPlane,
+        scheduler_name: str = "bench-kube",
+        feature_gates: Mapping[str, bool] | None = None,
+    ) -> None:
         self.scheduler_name = scheduler_name
-        self._scheduler = KubeScheduler(control_plane, scheduler_name)
+        self._scheduler = KubeScheduler(control_plane, scheduler_name, feature_gates=feature_gates)
         self.log_path = control_plane.workdir / "logs" / f"kube-scheduler-{scheduler_name}.log"
         self._pid: int | None = None
 

@@ -3,9 +3,9 @@
 A fast scheduler that ignores a constraint is not faster, it is wrong, so every
 run ends with a check of the hard constraints the cases use (resources, node
 selectors and required node affinity, required inter-pod (anti-)affinity and
-DoNotSchedule topology spread) against what the API server recorded. Soft
-constraints cannot be violated; for them the check reports a quality number
-instead. The check is written from the Kubernetes API semantics, independently of
+DoNotSchedule topology spread, DRA claims and gangs) against what the API server
+recorded. Soft constraints cannot be violated; for them the check reports a quality
+number instead. The check is written from the Kubernetes API semantics, independently of
 Podium's own plugins, so it can judge them.
 """
 
@@ -284,10 +284,81 @@ def _check_spread(
                     )
 
 
+def _check_claims(
+    pods: Sequence[Mapping[str, Any]],
+    nodes: Mapping[str, Mapping[str, Any]],
+    claim_bodies: Iterable[Mapping[str, Any]],
+    check: Check,
+) -> None:
+    """Each bound pod's claims are allocated on its node and reserved for it; no device twice."""
+    claims = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in claim_bodies}
+    owners: dict[tuple[str, str, str], str] = {}
+    for claim in claims.values():
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            device = (result["driver"], result["pool"], result["device"])
+            name = claim["metadata"]["name"]
+            if device in owners:
+                check.add("DRA device allocated twice", f"{device} to {owners[device]} and {name}")
+            else:
+                owners[device] = name
+    for pod in pods:
+        spec, meta = pod["spec"], pod["metadata"]
+        node = nodes.get(spec.get("nodeName") or "")
+        if node is None:
+            continue
+        made = {
+            s["name"]: s.get("resourceClaimName")
+            for s in (pod.get("status") or {}).get("resourceClaimStatuses") or []
+        }
+        for ref in spec.get("resourceClaims") or []:
+            claim_name = ref.get("resourceClaimName") or made.get(ref["name"])
+            found = claims.get((meta.get("namespace", ""), claim_name or ""))
+            where = f"{meta['name']} claim {ref['name']} ({claim_name}) on {node['name']}"
+            status = (found or {}).get("status") or {}
+            allocation = status.get("allocation")
+            if found is None or not allocation:
+                check.add("DRA claim not allocated", where)
+                continue
+            reserved = status.get("reservedFor") or []
+            holders = {(r.get("resource"), r.get("name"), r.get("uid")) for r in reserved}
+            if ("pods", meta["name"], meta.get("uid")) not in holders:
+                check.add("DRA claim not reserved for its pod", where)
+            selector = allocation.get("nodeSelector")
+            if selector and not node_selector_matches(selector, node):
+                check.add("DRA claim allocated off the pod's node", where)
+
+
+def _check_gangs(
+    pods: Sequence[Mapping[str, Any]], group_bodies: Iterable[Mapping[str, Any]], check: Check
+) -> None:
+    """A gang is bound with at least minCount members, or not at all."""
+    bound: Counter[tuple[str, str]] = Counter()
+    for pod in pods:
+        group = (pod["spec"].get("schedulingGroup") or {}).get("podGroupName")
+        if group and pod["spec"].get("nodeName"):
+            bound[(pod["metadata"].get("namespace", ""), group)] += 1
+    for body in group_bodies:
+        meta = body["metadata"]
+        min_count = (
+            ((body.get("spec") or {}).get("schedulingPolicy") or {}).get("gang", {}).get("minCount")
+        )
+        members = bound[(meta.get("namespace", ""), meta["name"])]
+        if min_count is not None and 0 < members < min_count:
+            check.add("partial gang", f"{meta['name']}: {members} of minCount {min_count} bound")
+
+
 def check_placements(
-    pod_bodies: Iterable[Mapping[str, Any]], node_bodies: Iterable[Mapping[str, Any]]
+    pod_bodies: Iterable[Mapping[str, Any]],
+    node_bodies: Iterable[Mapping[str, Any]],
+    claims: Iterable[Mapping[str, Any]] = (),
+    pod_groups: Iterable[Mapping[str, Any]] = (),
 ) -> Check:
-    """Check every bound pod in pod_bodies against the nodes in node_bodies."""
+    """Check every bound pod in pod_bodies against the nodes in node_bodies.
+
+    claims (ResourceClaims) and pod_groups (PodGroups) are the pods' DRA and gang objects.
+    """
+    pod_bodies = list(pod_bodies)
     check = Check()
     nodes: dict[str, dict[str, Any]] = {}
     for body in node_bodies:
@@ -321,4 +392,11 @@ def check_placements(
     index = _Index(pods)
     _check_pod_affinity(pods, index, check)
     _check_spread(pods, nodes, index, check)
+    live = [
+        body
+        for body in pod_bodies
+        if (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+    ]
+    _check_claims(live, nodes, claims, check)
+    _check_gangs(live, pod_groups, check)
     return check

@@ -1,26 +1,23 @@
 """DRA objects for e2e tests, and the resourceclaim controller's part done by the harness.
 
 The session control plane runs no kube-controller-manager, so a pod's claims from
-templates are made here exactly as its resourceclaim controller makes them: a claim
-named ``<pod>-<claim>-<5 random>`` with the template's spec, labels and annotations,
-owned by the pod (controller, blockOwnerDeletion), annotated
-``resource.kubernetes.io/pod-claim-name``, then the pod's
-``status.resourceClaimStatuses`` patched with its name.
+templates are made here as its resourceclaim controller makes them
+(podium.devcluster.dra, shared with the benchmark), then the pod's
+``status.resourceClaimStatuses`` patched with their names.
 """
 
 from __future__ import annotations
 
-import random
-import string
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
+from podium.devcluster.dra import claim_from_template, template_refs
+
 GROUP, VERSION = "resource.k8s.io", "v1"
 DRIVER = "gpu.example.com"
-POD_CLAIM_NAME = "resource.kubernetes.io/pod-claim-name"
 
 
 def device_class(name: str, selector: str | None = None) -> dict[str, Any]:
@@ -131,37 +128,13 @@ class Dra:
         raw = await self.core.read_namespaced_pod(pod_name, self.namespace, _preload_content=False)
         pod = await raw.json()
         statuses = []
-        for ref in pod["spec"].get("resourceClaims") or []:
-            template_name = ref.get("resourceClaimTemplateName")
-            if not template_name:
-                continue
+        for claim_name, template_name in template_refs(pod):
             template = await self.custom.get_namespaced_custom_object(
                 GROUP, VERSION, self.namespace, "resourceclaimtemplates", template_name
             )
-            meta = template["spec"].get("metadata") or {}
-            suffix = "".join(random.choices(string.ascii_lowercase + string.digits, k=5))
-            claim = {
-                "apiVersion": f"{GROUP}/{VERSION}",
-                "kind": "ResourceClaim",
-                "metadata": {
-                    "name": f"{pod_name}-{ref['name']}-{suffix}",
-                    "labels": dict(meta.get("labels") or {}),
-                    "annotations": {**(meta.get("annotations") or {}), POD_CLAIM_NAME: ref["name"]},
-                    "ownerReferences": [
-                        {
-                            "apiVersion": "v1",
-                            "kind": "Pod",
-                            "name": pod_name,
-                            "uid": pod["metadata"]["uid"],
-                            "controller": True,
-                            "blockOwnerDeletion": True,
-                        }
-                    ],
-                },
-                "spec": template["spec"]["spec"],
-            }
+            claim = claim_from_template(pod, claim_name, template)
             made = await self.create("resourceclaims", claim)
-            statuses.append({"name": ref["name"], "resourceClaimName": made["metadata"]["name"]})
+            statuses.append({"name": claim_name, "resourceClaimName": made["metadata"]["name"]})
         if statuses:
             await self.core.patch_namespaced_pod_status(
                 pod_name, self.namespace, {"status": {"resourceClaimStatuses": statuses}}
