@@ -14,6 +14,9 @@ from dataclasses import replace
 
 import numpy as np
 
+from podium.algorithms.dynamic_resources.diagnose import ClaimDiagnoser
+from podium.algorithms.dynamic_resources.plugin import CANNOT_ALLOCATE, pod_claims
+from podium.algorithms.dynamic_resources.plugin import NAME as DYNAMIC_RESOURCES
 from podium.framework.cycle import (
     UNRESOLVABLE,
     UNSEEN,
@@ -32,6 +35,7 @@ from podium.state.snapshot import Snapshot
 from podium.tools.explain.model import FORCED_PERCENTAGE, Explanation, NodeRow
 from podium.tools.explain.suggestions import (
     attempt,
+    claim_suggestions,
     preemption_estimate,
     resource_suggestions,
     toleration_suggestions,
@@ -141,6 +145,7 @@ def explain_pod(
         (r for r in rows.values() if r.verdict != "feasible"), key=lambda r: r.node
     )
     _add_details(forced, cycle, narrowing, rejected_rows[:details_for], snapshot)
+    _add_claim_problems(cycle, rejected_rows[:details_for], snapshot)
 
     out = Explanation(
         pod=pod.key,
@@ -177,6 +182,8 @@ def explain_pod(
             out.suggestions = toleration_suggestions(forced, snapshot, pod)
         elif not diagnosis.prefilter_msg and blockers == {"NodeResourcesFit"}:
             out.suggestions = resource_suggestions(forced, snapshot, pod, rejected_rows)
+        elif not diagnosis.prefilter_msg and blockers == {DYNAMIC_RESOURCES}:
+            out.suggestions = claim_suggestions(rejected_rows)
         elif len(blockers) > 1:
             out.notes.append(
                 "no single-plugin suggestion: nodes are rejected by "
@@ -208,6 +215,28 @@ def _add_details(
             if sentence:
                 sentences.append(sentence)
         row.detail = "; ".join(sentences)
+
+
+def _add_claim_problems(cycle: Cycle, rows: Sequence[NodeRow], snapshot: Snapshot) -> None:
+    """For nodes where the allocator found no devices: which request fails there, and why."""
+    failed = [r for r in rows if r.plugin == DYNAMIC_RESOURCES and CANNOT_ALLOCATE in r.reasons]
+    if not failed:
+        return
+    store = snapshot.dra
+    found = pod_claims(store, cycle.pod)
+    if isinstance(found, str):
+        return
+    pending = [c.raw for c in found if c.allocation is None]
+    allocations = {c.key: c.allocation for c in store.claims.values() if c.allocation is not None}
+    allocations.update(
+        (f.claim.key, f.claim.allocation) for f in store.in_flight.values() if f.claim.allocation
+    )
+    diagnoser = ClaimDiagnoser(store.classes, store.allocator_slices(), allocations)
+    for row in failed:
+        node = snapshot.nodes[snapshot.index[row.node]]
+        row.claims = diagnoser.node(
+            {"metadata": {"name": node.name, "labels": node.labels}}, pending
+        )
 
 
 def _decide(out: Explanation, placement: Placement, weights: Sequence[tuple[str, int]]) -> None:

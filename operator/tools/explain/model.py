@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from podium.algorithms.dynamic_resources.diagnose import RequestProblem
+
 FORCED_PERCENTAGE = 100
 
 
@@ -23,6 +25,8 @@ class NodeRow:
     detail: str = ""
     scores: dict[str, int] = field(default_factory=dict)
     total: int | None = None
+    # DynamicResources rejections: the claim requests that cannot be met on this node.
+    claims: list[RequestProblem] = field(default_factory=list)
 
     def to_dict(self, weights: Mapping[str, int]) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.node, "verdict": self.verdict}
@@ -37,6 +41,7 @@ class NodeRow:
             out["reasons"] = list(self.reasons)
             out["detail"] = self.detail
             out["unresolvable"] = self.unresolvable
+            out["claims"] = [p.to_dict() for p in self.claims]
         return out
 
 

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Sequence
 
-from podium.tools.explain.model import Explanation
+from podium.tools.explain.model import Explanation, NodeRow
 from podium.tools.requests_text import describe_requests
 from podium.tools.tables import table
+
+_WIDTH = 100
 
 
 def _abbreviation(names: Sequence[str]) -> dict[str, str]:
@@ -14,6 +17,24 @@ def _abbreviation(names: Sequence[str]) -> dict[str, str]:
     for name in names:
         short = "".join(c for c in name.rsplit("/", 1)[-1] if c.isupper()) or name
         out[name] = short if short not in out.values() else name
+    return out
+
+
+def _claim_lines(rows: Sequence[NodeRow]) -> list[str]:
+    """Per node rejected by DynamicResources, each request that cannot be met, wrapped."""
+    out: list[str] = []
+    for row in rows:
+        if not row.claims:
+            continue
+        out.append(f"  {row.node}:")
+        for problem in row.claims:
+            out += textwrap.wrap(
+                f"DynamicResources: {problem.sentence()}",
+                width=_WIDTH,
+                initial_indent="    ",
+                subsequent_indent="      ",
+                break_on_hyphens=False,
+            )
     return out
 
 
@@ -62,6 +83,7 @@ def format_table(exp: Explanation, top: int | None = None) -> str:
             for r in rejected
         ]
         lines += table(["NODE", "PLUGIN", "REASON"], body)
+        lines += _claim_lines(rejected)
     elif rejected:
         lines += table(
             ["COUNT", "REASON"],

@@ -13,6 +13,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from podium.algorithms.dynamic_resources.diagnose import (
+    CONSTRAINT,
+    NO_MATCH,
+    TAKEN,
+    RequestProblem,
+)
 from podium.algorithms.node_resources_fit import TOO_MANY_PODS
 from podium.algorithms.taint_toleration import untolerated
 from podium.framework.cycle import Placement, Scheduler, schedule
@@ -129,6 +135,44 @@ def resource_suggestions(
         out.append(
             f"{full_nodes} node(s) are at their pod limit; smaller requests do not help there"
         )
+    return out
+
+
+def claim_suggestions(rows: Sequence[NodeRow]) -> list[str]:
+    """From the per-node claim diagnoses: selectors that match nothing anywhere, a count
+    no node can give (and the claims holding the devices), a constraint that never holds."""
+    by_request: dict[tuple[str, str], list[tuple[str, RequestProblem]]] = {}
+    for row in rows:
+        for problem in row.claims:
+            by_request.setdefault((problem.claim, problem.request), []).append((row.node, problem))
+    out: list[str] = []
+    for (claim, request), found in by_request.items():
+        problems = [p for _, p in found]
+        what = f"claim {claim}" + (f" request {request}" if request else "")
+        if all(p.kind == NO_MATCH for p in problems):
+            first = problems[0]
+            out.append(
+                f'{what}: no device matches the class "{first.class_name}" and request '
+                "selectors on any node; check the selectors and the ResourceSlices"
+            )
+        elif all(p.kind in (NO_MATCH, TAKEN) for p in problems):
+            node, best = max(found, key=lambda f: f[1].matching - f[1].taken - f[1].tainted)
+            free = best.matching - best.taken - best.tainted
+            wanted = problems[0].wanted
+            if wanted is not None and 0 < free < wanted:
+                out.append(f"{what}: at most {free} device(s) are free on one node ({node})")
+            holders = sorted({h for p in problems for h in p.holders})
+            if holders:
+                listed = ", ".join(holders[:_SUGGESTIONS])
+                more = (
+                    f" and {len(holders) - _SUGGESTIONS} more"
+                    if len(holders) > _SUGGESTIONS
+                    else ""
+                )
+                out.append(f"{what}: the matching devices are held by {listed}{more}")
+        elif all(p.kind == CONSTRAINT for p in problems):
+            constraints = sorted({c for p in problems for c in p.constraints})
+            out.append(f"{what}: no node can satisfy {' and '.join(constraints)}")
     return out
 
 
