@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.algorithms.dynamic_resources.allocator import ALL, Allocator
+from podium.algorithms.dynamic_resources.allocator import ALL, Allocator, _tolerates
 from podium.algorithms.dynamic_resources.cel import CelError, device_matches
 from podium.algorithms.dynamic_resources.model import (
     AllocationError,
@@ -48,6 +48,7 @@ class RequestProblem:
     kind: str  # NO_MATCH, TAKEN, CONSTRAINT, TOGETHER or ERROR
     class_name: str = ""
     wanted: int | None = None  # None: allocationMode All
+    node_devices: int = 0  # devices of the node's usable pools
     class_matching: int = 0  # devices passing the class selectors alone
     matching: int = 0  # devices passing the class and request selectors
     taken: int = 0  # of ``matching``, held by allocated or in-flight claims
@@ -67,6 +68,8 @@ class RequestProblem:
             return f"{head}: each request has free devices, but not all of them together"
         wanted = "all" if self.wanted is None else str(self.wanted)
         if self.matching == 0:
+            if self.node_devices == 0:
+                return f"{head}: {wanted} wanted, the node has no devices"
             if self.class_matching == 0:
                 return (
                     f"{head}: {wanted} wanted, 0 devices match the class "
@@ -89,6 +92,7 @@ class RequestProblem:
             "kind": self.kind,
             "deviceClass": self.class_name or None,
             "wanted": "All" if self.wanted is None else self.wanted,
+            "nodeDevices": self.node_devices,
             "classMatching": self.class_matching,
             "matching": self.matching,
             "taken": self.taken,
@@ -123,19 +127,6 @@ def _untolerated(device: Device, tolerations: Sequence[Mapping[str, Any]]) -> bo
         if not any(_tolerates(t, taint) for t in tolerations):
             return True
     return False
-
-
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
-    effect = toleration.get("effect") or ""
-    if effect and effect != taint.get("effect"):
-        return False
-    key = toleration.get("key") or ""
-    if key and key != taint.get("key"):
-        return False
-    operator = toleration.get("operator") or ""
-    if operator in ("", "Equal"):
-        return (toleration.get("value") or "") == (taint.get("value") or "")
-    return operator == "Exists"
 
 
 def _constraint_label(raw: Mapping[str, Any]) -> str:
@@ -271,6 +262,7 @@ class ClaimDiagnoser:
             NO_MATCH if count.matching == 0 else TAKEN,
             class_name,
             wanted,
+            len(candidates),
             count.class_matching,
             count.matching,
             count.taken,

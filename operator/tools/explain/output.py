@@ -24,18 +24,15 @@ def _claim_lines(rows: Sequence[NodeRow]) -> list[str]:
     """Per node rejected by DynamicResources, each request that cannot be met, wrapped."""
     out: list[str] = []
     for row in rows:
-        if not row.claims:
-            continue
-        out.append(f"  {row.node}:")
         for problem in row.claims:
             out += textwrap.wrap(
-                f"DynamicResources: {problem.sentence()}",
+                f"{row.node}: {problem.sentence()}",
                 width=_WIDTH,
                 initial_indent="    ",
                 subsequent_indent="      ",
                 break_on_hyphens=False,
             )
-    return out
+    return ["  DynamicResources, per node:", *out] if out else []
 
 
 def format_table(exp: Explanation, top: int | None = None) -> str:

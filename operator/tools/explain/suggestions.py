@@ -153,14 +153,14 @@ def claim_suggestions(rows: Sequence[NodeRow]) -> list[str]:
             first = problems[0]
             out.append(
                 f'{what}: no device matches the class "{first.class_name}" and request '
-                "selectors on any node; check the selectors and the ResourceSlices"
+                "selectors on any node"
             )
         elif all(p.kind in (NO_MATCH, TAKEN) for p in problems):
             node, best = max(found, key=lambda f: f[1].matching - f[1].taken - f[1].tainted)
             free = best.matching - best.taken - best.tainted
             wanted = problems[0].wanted
             if wanted is not None and 0 < free < wanted:
-                out.append(f"{what}: at most {free} device(s) are free on one node ({node})")
+                out.append(f"{what}: at most {free} device(s) free on one node ({node})")
             holders = sorted({h for p in problems for h in p.holders})
             if holders:
                 listed = ", ".join(holders[:_SUGGESTIONS])
@@ -169,7 +169,7 @@ def claim_suggestions(rows: Sequence[NodeRow]) -> list[str]:
                     if len(holders) > _SUGGESTIONS
                     else ""
                 )
-                out.append(f"{what}: the matching devices are held by {listed}{more}")
+                out.append(f"{what}: devices held by {listed}{more}")
         elif all(p.kind == CONSTRAINT for p in problems):
             constraints = sorted({c for p in problems for c in p.constraints})
             out.append(f"{what}: no node can satisfy {' and '.join(constraints)}")
