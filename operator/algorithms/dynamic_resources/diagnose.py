@@ -185,7 +185,7 @@ class ClaimDiagnoser:
         ]
         problems: list[RequestProblem] = []
         for claim in claims:
-            problems += self._claim(view, claim, candidates)
+            problems += self._claim(claim, candidates)
         if problems:
             return problems
         for claim in claims:
@@ -200,11 +200,9 @@ class ClaimDiagnoser:
         return [RequestProblem(_claim_name(claims[0]), "", TOGETHER)]
 
     def _claim(
-        self,
-        view: NodeView,
-        claim: Mapping[str, Any],
-        candidates: Sequence[tuple[Slice, Device]],
+        self, claim: Mapping[str, Any], candidates: Sequence[tuple[Slice, Device]]
     ) -> list[RequestProblem]:
+        """Each request of ``claim`` that lacks free matching devices on its own."""
         name = _claim_name(claim)
         out: list[RequestProblem] = []
         for raw in ((claim.get("spec") or {}).get("devices") or {}).get("requests") or []:
