@@ -244,7 +244,7 @@ class _DistinctAttribute(_Constraint):
             self.values.pop()
 
 
-def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
+def tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
     """resourceclaim.ToleratesTaint."""
     effect = toleration.get("effect") or ""
     if effect and effect != taint.get("effect"):
@@ -261,7 +261,7 @@ def _tolerates(toleration: Mapping[str, Any], taint: Mapping[str, Any]) -> bool:
 def _taint_prevents(device: Device, request: _Request) -> bool:
     for taint in device.taints:
         if taint.get("effect") in ("NoSchedule", "NoExecute") and not any(
-            _tolerates(t, taint) for t in request.tolerations
+            tolerates(t, taint) for t in request.tolerations
         ):
             return True
     return False

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from podium.algorithms.dynamic_resources.allocator import ALL, Allocator, _tolerates
+from podium.algorithms.dynamic_resources.allocator import ALL, Allocator, tolerates
 from podium.algorithms.dynamic_resources.cel import CelError, device_matches
 from podium.algorithms.dynamic_resources.model import (
     AllocationError,
@@ -124,7 +124,7 @@ def _untolerated(device: Device, tolerations: Sequence[Mapping[str, Any]]) -> bo
     for taint in device.taints:
         if taint.get("effect") not in ("NoSchedule", "NoExecute"):
             continue
-        if not any(_tolerates(t, taint) for t in tolerations):
+        if not any(tolerates(t, taint) for t in tolerations):
             return True
     return False
 
