@@ -143,7 +143,7 @@ def direct_watches(
     streams = []
 
     def cached(plural: str) -> Callable[[], Mapping[str, str]]:
-        return lambda: scheduler._cached_versions(plural)
+        return lambda: scheduler.cached_versions(plural)
 
     for row in WATCHED:
         if row.direct:

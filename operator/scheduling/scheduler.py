@@ -18,7 +18,8 @@ import asyncio
 import contextlib
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -97,6 +98,16 @@ def _queue_settings(profile: Profile) -> QueueSettings:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class _ObjectStore:
+    """A store of watched objects: its kinds (plural -> LIST path), what it holds, and
+    the handler its events go to (priming, resyncs and missed deletes all use it)."""
+
+    kinds: Mapping[str, str]
+    cached: Callable[[str], dict[str, str]]
+    apply: Callable[[str, str | None, Mapping[str, Any]], None]
+
+
 class PodiumScheduler:
     def __init__(
         self,
@@ -130,7 +141,7 @@ class PodiumScheduler:
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        self.resync = Resyncer(binder.client, self._cached_versions, self._forget)
+        self.resync = Resyncer(binder.client, self.cached_versions, self._forget)
 
     # -- profiles -----------------------------------------------------------------------
     def _refresh_interest(self) -> None:
@@ -292,7 +303,20 @@ class PodiumScheduler:
             return  # a stale unbound copy while our bind is in flight
         self.queue.add(pod)
 
-    def _cached_versions(self, kind: str) -> dict[str, str]:
+    def _object_stores(self) -> list[_ObjectStore]:
+        """The watched kinds kept by namespace/name outside the node and pod cache."""
+        stores = [
+            _ObjectStore(VOLUME_KINDS, self.volumes.cached_versions, self.on_volume),
+            _ObjectStore(SELECTOR_KINDS, self.snapshot.selectors.cached_versions, self.on_selector),
+            _ObjectStore(DRA_KINDS, self.dra.cached_versions, self.on_dra),
+        ]
+        if self.pod_groups.served:
+            stores.append(
+                _ObjectStore(WORKLOAD_KINDS, self.pod_groups.cached_versions, self.on_pod_group)
+            )
+        return stores
+
+    def cached_versions(self, kind: str) -> dict[str, str]:
         """What Podium holds of ``kind``, key -> resourceVersion, for a resync."""
         if kind == "nodes":
             return {
@@ -300,14 +324,9 @@ class PodiumScheduler:
                 for name, state in self.cache.nodes.items()
                 if state.node is not None
             }
-        if kind in VOLUME_KINDS:
-            return self.volumes.cached_versions(kind)
-        if kind in DRA_KINDS:
-            return self.dra.cached_versions(kind)
-        if kind in SELECTOR_KINDS:
-            return self.snapshot.selectors.cached_versions(kind)
-        if kind in WORKLOAD_KINDS:
-            return self.pod_groups.cached_versions(kind)
+        for store in self._object_stores():
+            if kind in store.kinds:
+                return store.cached(kind)
         held = {uid: entry.pod.resource_version for uid, entry in self.queue.entries.items()}
         held.update((uid, state.pod.resource_version) for uid, state in self.cache.pods.items())
         return held
@@ -317,20 +336,14 @@ class PodiumScheduler:
         log.debug("resync_forgot", kind=kind, key=key)
         if kind == "nodes":
             self.on_node("DELETED", {"metadata": {"name": key}})
-        elif kind in VOLUME_KINDS:
-            namespace, _, name = key.rpartition("/")
-            self.on_volume(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
-        elif kind in DRA_KINDS:
-            namespace, _, name = key.rpartition("/")
-            self.on_dra(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
-        elif kind in SELECTOR_KINDS:
-            namespace, _, name = key.partition("/")
-            self.on_selector(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
-        elif kind in WORKLOAD_KINDS:
-            namespace, _, name = key.partition("/")
-            self.on_pod_group(kind, "DELETED", {"metadata": {"namespace": namespace, "name": name}})
-        else:
-            self._pod_gone(key)
+            return
+        for store in self._object_stores():
+            if kind in store.kinds:
+                namespace, _, name = key.rpartition("/")  # cluster-scoped keys have no "/"
+                meta = {"namespace": namespace, "name": name}
+                store.apply(kind, "DELETED", {"metadata": meta})
+                return
+        self._pod_gone(key)
 
     def _pod_gone(self, uid: str) -> None:
         self.nominator.remove(uid)
@@ -368,22 +381,15 @@ class PodiumScheduler:
             self.on_node(None, item)
         # Storage for the volume plugins, selectors for default spreading: a kind that
         # cannot be listed leaves its plugin seeing none of it, as without the watch.
-        stores = [
-            (VOLUME_KINDS, self.on_volume),
-            (SELECTOR_KINDS, self.on_selector),
-            (DRA_KINDS, self.on_dra),
-        ]
-        if self.pod_groups.served:
-            stores.append((WORKLOAD_KINDS, self.on_pod_group))
-        for kinds, apply in stores:
-            for kind, path in kinds.items():
+        for store in self._object_stores():
+            for kind, path in store.kinds.items():
                 try:
                     listed = await client.get(path)
                 except ApiError as exc:
                     log.warning("list_failed", kind=kind, error=str(exc))
                     continue
                 for item in listed.get("items") or []:
-                    apply(kind, None, item)
+                    store.apply(kind, None, item)
         try:
             pdbs = await client.get("/apis/policy/v1/poddisruptionbudgets")
         except ApiError as exc:  # preemption then ignores budgets

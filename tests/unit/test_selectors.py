@@ -77,7 +77,7 @@ async def test_prime_lists_them_and_a_resync_forgets_the_gone_ones() -> None:
     incoming = parse_pod(pod("p", WEB, owner=("ReplicaSet", "rs-1")))
     store = scheduler.snapshot.selectors
     assert len(store.default_selector(incoming).requirements or ()) == 2
-    assert scheduler._cached_versions("services") == {"default/web": "1"}
+    assert scheduler.cached_versions("services") == {"default/web": "1"}
 
     listed = {"metadata": {"resourceVersion": "10"}, "items": []}
     assert scheduler.resync.reconcile("services", listed) == ["default/web"]
