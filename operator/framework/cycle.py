@@ -301,16 +301,16 @@ def schedule(
     return _score(profile, snapshot, cycle, state, placement, candidates, record)
 
 
-def _find_feasible(
-    profile: Profile,
+def _restricted_order(
     snapshot: Snapshot,
-    cycle: Cycle,
     state: Scheduler,
     diagnosis: Diagnosis,
     allowed: frozenset[str] | None,
     restricting: list[str],
-    within: frozenset[str] | None = None,
-) -> tuple[IndexArray, int]:
+    within: frozenset[str] | None,
+) -> IndexArray:
+    """The rotated node order less the nodes outside ``within`` and, marked unresolvable,
+    those PreFilter results (``allowed``) leave out."""
     total = len(snapshot)
     order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
     if within is not None:
@@ -323,16 +323,40 @@ def _find_feasible(
             names = " ".join(sorted(set(restricting)))
             diagnosis.reasons[f"node(s) didn't satisfy plugin(s) [{names}]"] += int(excluded.size)
         order = order[keep]
+    return order
 
-    wanted = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, order.size)
+
+def _find_feasible(
+    profile: Profile,
+    snapshot: Snapshot,
+    cycle: Cycle,
+    state: Scheduler,
+    diagnosis: Diagnosis,
+    allowed: frozenset[str] | None,
+    restricting: list[str],
+    within: frozenset[str] | None = None,
+) -> tuple[IndexArray, int]:
+    total = len(snapshot)
+    # The rotated order is built whole only when a restriction must look at every node;
+    # otherwise each chunk is computed when reached, as most cycles stop after the first.
+    order = None
+    if within is not None or allowed is not None:
+        order = _restricted_order(snapshot, state, diagnosis, allowed, restricting, within)
+
+    size = total if order is None else order.size
+    wanted = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, size)
     if not profile.scores:
         wanted = min(wanted, 1)
     chunk = max(wanted + wanted // 4, 128)
     feasible: list[IndexArray] = []
     found = 0
     processed = 0
-    for start in range(0, order.size, chunk):
-        nodes = order[start : start + chunk]
+    for start in range(0, size, chunk):
+        if order is None:
+            stop = min(start + chunk, size)
+            nodes = (state.next_start + np.arange(start, stop, dtype=np.intp)) % total
+        else:
+            nodes = order[start : start + chunk]
         fit = run_filters(profile, cycle, nodes, diagnosis)
         if found + fit.size >= wanted:
             fit = fit[: wanted - found]
