@@ -9,6 +9,14 @@ allocator gets the objects as JSON, the way it reads them from the API.
 
 A claim write's answer goes in through ``apply`` too (the assume cache):
 the resourceVersion check keeps a late watch event from going back in time.
+
+The store also keeps what every pod's allocation would otherwise rebuild: the parsed
+slices (``slice_index``, re-parsed only for slices that changed), the AllocatedState
+(``allocated_state``), and per node the allocator's outcome for a claim signature
+(``cached_allocation``). That last cache is emptied for one node when its node-local
+pools change (their slices, or devices allocated or freed in them) and for every node
+when anything global changes (classes, taint rules, slices of shared pools, devices of
+shared pools).
 """
 
 from __future__ import annotations
@@ -19,12 +27,19 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from podium.algorithms.dynamic_resources.model import (
+        AllocatedState,
+        AllocationError,
+        Slice,
+        SliceIndex,
+    )
     from podium.kube.objects import PodInfo
 
 __all__ = [
     "FINALIZER",
     "KINDS",
     "OBJECT_KINDS",
+    "CachedAllocation",
     "Claim",
     "DraStore",
     "DraUpdate",
@@ -151,6 +166,39 @@ class DraUpdate:
     claim: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class CachedAllocation:
+    """The allocator's outcome on one node: its AllocationResults (None: no fit) and
+    ``last_reason``. Shared between pods: never to be modified."""
+
+    labels: Mapping[str, str]
+    result: list[dict[str, Any]] | None
+    reason: str
+
+
+# Distinct claim signatures remembered per node before its cache starts afresh.
+_SIGNATURES_PER_NODE = 64
+
+PoolID = tuple[str, str]
+
+
+def _slice_pool(body: Mapping[str, Any]) -> tuple[PoolID, str]:
+    """A slice's (driver, pool) as the parsed Slice names them, and its nodeName or ''."""
+    spec = _dict(body.get("spec"))
+    pool = _dict(spec.get("pool"))
+    node = spec.get("nodeName")
+    return (str(spec.get("driver", "")), str(pool.get("name", ""))), str(node) if node else ""
+
+
+def _pools_of(allocation: Mapping[str, Any] | None) -> set[PoolID]:
+    """The (driver, pool) of every device an AllocationResult names."""
+    devices = _dict(_dict(allocation).get("devices"))
+    return {
+        (str(_dict(r).get("driver", "")), str(_dict(r).get("pool", "")))
+        for r in _list(devices.get("results"))
+    }
+
+
 @dataclass(slots=True)
 class _InFlight:
     claim: Claim
@@ -175,6 +223,17 @@ class DraStore:
         self._slices_version = 0
         self._slices_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._allocations_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
+        self._state_cache: tuple[int, AllocatedState] | None = None
+        # Slice name -> (its JSON, taint rules version, JSON with taints, parsed or error).
+        self._parsed: dict[
+            str, tuple[Mapping[str, Any], int, Mapping[str, Any], Slice | AllocationError]
+        ] = {}
+        self._index_cache: tuple[int, SliceIndex] | None = None
+        self._rules_version = 0
+        # (driver, pool) -> slice name -> nodeName ('' for none): which pools are node-local.
+        self._pools: dict[PoolID, dict[str, str]] = {}
+        # Node name -> claim signature -> the allocator's outcome there.
+        self._outcomes: dict[str, dict[tuple[str, ...], CachedAllocation]] = {}
 
     # -- updates -------------------------------------------------------------------
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> DraUpdate:
@@ -191,7 +250,7 @@ class DraStore:
         if event_type == "DELETED":
             if table.pop(key, None) is None:
                 return DraUpdate()
-            self._changed(kind)
+            self._changed(kind, key, old, None)
             # Go registers no delete event for slices or classes: nothing can fit more.
             return DraUpdate(devices=kind == "devicetaintrules")
         version = str(meta.get("resourceVersion") or "")
@@ -200,7 +259,7 @@ class DraStore:
             if not _newer_or_equal(version, old_version) or old == body:
                 return DraUpdate()
         table[key] = body
-        self._changed(kind)
+        self._changed(kind, key, old, body)
         return DraUpdate(
             devices=kind in ("resourceslices", "devicetaintrules"),
             classes=kind == "deviceclasses",
@@ -212,6 +271,7 @@ class DraStore:
             if self.claims.pop(key, None) is None:
                 return DraUpdate()
             self.version += 1
+            self._allocation_changed(self._holds(old), None)
             # Deleting an allocated claim frees its devices for any pod.
             freed = old is not None and old.allocation is not None
             return DraUpdate(freed=freed)
@@ -223,6 +283,7 @@ class DraStore:
                 return DraUpdate()
         self.claims[key] = new
         self.version += 1
+        self._allocation_changed(self._holds(old), self._holds(new))
         if old is not None and old.allocation is not None and new.allocation is None:
             return DraUpdate(freed=True, claim=key)
         if old is None or old.status != new.status or old.deleting != new.deleting:
@@ -246,10 +307,75 @@ class DraStore:
         }
         return tables[kind]
 
-    def _changed(self, kind: str) -> None:
+    def _changed(
+        self, kind: str, key: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> None:
         self.version += 1
         if kind in ("resourceslices", "devicetaintrules"):
             self._slices_version += 1
+        if kind == "resourceslices":
+            self._slice_changed(key, old, new)
+        elif kind == "devicetaintrules":
+            self._rules_version += 1
+            self._forget_outcomes(None)
+        elif kind == "deviceclasses":
+            self._forget_outcomes(None)
+
+    # -- what invalidates cached outcomes -----------------------------------------------
+    def _forget_outcomes(self, node: str | None) -> None:
+        """Drop the cached outcomes of one node, or of all (None)."""
+        if node is None:
+            self._outcomes.clear()
+        else:
+            self._outcomes.pop(node, None)
+
+    def _locality(self, pool: PoolID) -> str | None:
+        """The node all of a pool's slices name, or None (shared, or no slices)."""
+        members = self._pools.get(pool)
+        if not members:
+            return None
+        nodes = set(members.values())
+        if len(nodes) != 1:
+            return None
+        (node,) = nodes
+        return node or None
+
+    def _slice_changed(
+        self, name: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> None:
+        """A slice of a node-local pool that stays local to the same node touches that
+        node only; anything else (shared pools, a pool changing hands) touches all."""
+        pools = [_slice_pool(body) for body in (old, new) if body is not None]
+        before = {pool: self._locality(pool) for pool, _ in pools}
+        if old is not None:
+            pool = _slice_pool(old)[0]
+            members = self._pools.get(pool, {})
+            members.pop(name, None)
+            if not members:
+                self._pools.pop(pool, None)
+        if new is not None:
+            pool, node = _slice_pool(new)
+            self._pools.setdefault(pool, {})[name] = node
+        for pool, node_before in before.items():
+            if node_before is not None and node_before == self._locality(pool):
+                self._forget_outcomes(node_before)
+            else:
+                self._forget_outcomes(None)
+
+    def _allocation_changed(
+        self, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> None:
+        """Devices taken or freed: their node-local pools' nodes, or all for shared pools."""
+        if old is new or old == new:
+            return
+        for pool in _pools_of(old) | _pools_of(new):
+            self._forget_outcomes(self._locality(pool))
+
+    def _holds(self, claim: Claim | None) -> Mapping[str, Any] | None:
+        """The allocation a stored claim contributes to ``allocations`` (None: nothing)."""
+        if claim is None or claim.allocation is None or claim.uid in self.in_flight:
+            return None
+        return claim.allocation
 
     def cached_versions(self, kind: str) -> dict[str, str]:
         """key -> resourceVersion (cluster-scoped names, namespaced as namespace/name)."""
@@ -310,15 +436,75 @@ class DraStore:
         self._allocations_cache = (self.version, out)
         return out
 
+    def allocated_state(self) -> AllocatedState:
+        """The AllocatedState of ``allocations`` (AllocationError: a quantity that does not
+        parse, raised again on every call)."""
+        if self._state_cache is not None and self._state_cache[0] == self.version:
+            return self._state_cache[1]
+        # Imported here: the plugins package, which the model belongs to, imports this one.
+        from podium.algorithms.dynamic_resources.model import allocated_state
+
+        state = allocated_state(self.allocations())
+        self._state_cache = (self.version, state)
+        return state
+
     def allocator_slices(self) -> list[Mapping[str, Any]]:
         """ResourceSlices by name, with DeviceTaintRules applied (the slice tracker's view)."""
-        version, cached = self._slices_cache
-        if version == self._slices_version:
-            return cached
-        rules = [_dict(_dict(r.get("spec"))) for r in self.taint_rules.values()]
-        out = [_with_taints(self.slices[name], rules) for name in sorted(self.slices)]
-        self._slices_cache = (self._slices_version, out)
-        return out
+        self._parse_slices()
+        return self._slices_cache[1]
+
+    def slice_index(self) -> SliceIndex:
+        """``allocator_slices`` parsed, for the allocator."""
+        self._parse_slices()
+        assert self._index_cache is not None
+        return self._index_cache[1]
+
+    def _parse_slices(self) -> None:
+        """Bring both slice views up to date, parsing only slices that changed."""
+        if self._slices_cache[0] == self._slices_version:
+            return
+        from podium.algorithms.dynamic_resources.model import SliceIndex, parse_or_error
+
+        rules: list[Mapping[str, Any]] | None = None
+        parsed: dict[
+            str, tuple[Mapping[str, Any], int, Mapping[str, Any], Slice | AllocationError]
+        ] = {}
+        for name in sorted(self.slices):
+            body = self.slices[name]
+            entry = self._parsed.get(name)
+            if entry is None or entry[0] is not body or entry[1] != self._rules_version:
+                if rules is None:
+                    rules = [_dict(_dict(r.get("spec"))) for r in self.taint_rules.values()]
+                tainted = _with_taints(body, rules)
+                entry = (body, self._rules_version, tainted, parse_or_error(tainted))
+            parsed[name] = entry
+        self._parsed = parsed
+        self._slices_cache = (self._slices_version, [e[2] for e in parsed.values()])
+        self._index_cache = (self._slices_version, SliceIndex.build(e[3] for e in parsed.values()))
+
+    # -- per-node outcomes --------------------------------------------------------------
+    def cached_allocation(
+        self, node: str, labels: Mapping[str, str], signature: tuple[str, ...]
+    ) -> CachedAllocation | None:
+        """The outcome remembered for these claims on this node, if still valid."""
+        found = self._outcomes.get(node, {}).get(signature)
+        if found is None or found.labels != labels:
+            return None
+        return found
+
+    def cache_allocation(
+        self,
+        node: str,
+        labels: Mapping[str, str],
+        signature: tuple[str, ...],
+        result: list[dict[str, Any]] | None,
+        reason: str,
+    ) -> None:
+        """Remember an outcome computed from the store as it is now."""
+        outcomes = self._outcomes.setdefault(node, {})
+        if len(outcomes) >= _SIGNATURES_PER_NODE and signature not in outcomes:
+            outcomes.clear()
+        outcomes[signature] = CachedAllocation(dict(labels), result, reason)
 
     # -- in-flight allocations ---------------------------------------------------------
     def assume(self, claim: Claim, allocation: Mapping[str, Any], pod_uid: str) -> None:
@@ -330,7 +516,12 @@ class DraStore:
         raw["status"] = {**_dict(raw.get("status")), "allocation": allocation}
         found = self.in_flight.get(claim.uid)
         if found is None:
-            self.in_flight[claim.uid] = _InFlight(parse_claim(raw), {pod_uid})
+            stored = self.claims.get(claim.key)
+            held = self._holds(stored) if stored is not None and stored.uid == claim.uid else None
+            flight = parse_claim(raw)
+            self.in_flight[claim.uid] = _InFlight(flight, {pod_uid})
+            self._allocation_changed(held, None)
+            self._allocation_changed(None, flight.allocation or None)
         else:
             found.pods.add(pod_uid)
         self.version += 1
@@ -345,6 +536,10 @@ class DraStore:
             return False
         del self.in_flight[claim_uid]
         self.version += 1
+        stored = self.claims.get(found.claim.key)
+        self._allocation_changed(found.claim.allocation or None, None)
+        if stored is not None and stored.uid == claim_uid:
+            self._allocation_changed(None, self._holds(stored))
         return True
 
 

@@ -1,7 +1,7 @@
 """Parsed ResourceSlices, devices and the allocated state the allocator works on.
 
-Slices arrive as resource.k8s.io/v1 JSON; they are parsed once per ``Allocator`` so that
-the per-node search only touches plain Python objects.
+Slices arrive as resource.k8s.io/v1 JSON; the store parses each once (``SliceIndex``) so
+that neither a pod's allocator nor the per-node search touches JSON.
 """
 
 from __future__ import annotations
@@ -21,9 +21,12 @@ __all__ = [
     "DeviceID",
     "SharedDeviceID",
     "Slice",
+    "SliceIndex",
     "allocated_state",
     "apply_taint_rules",
+    "parse_or_error",
     "parse_slice",
+    "parse_slices",
     "quantity",
 ]
 
@@ -266,6 +269,52 @@ def parse_slice(raw: Mapping[str, Any]) -> Slice:
             for cs in spec.get("sharedCounters") or []
         ),
         devices=[_device(d, name) for d in spec.get("devices") or []],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SliceIndex:
+    """Parsed slices in name order, by node name and without one (shared).
+
+    ``error``: the text of the first slice (in order) that did not parse; the allocator
+    raises it when built, as parsing there would.
+    """
+
+    all: tuple[Slice, ...] = ()
+    on_node: Mapping[str, tuple[Slice, ...]] = field(default_factory=dict)
+    shared: tuple[Slice, ...] = ()
+    error: str = ""
+
+    @classmethod
+    def build(cls, parsed: Iterable[Slice | AllocationError]) -> SliceIndex:
+        on_node: dict[str, list[Slice]] = {}
+        shared: list[Slice] = []
+        ordered: list[Slice] = []
+        for s in parsed:
+            if isinstance(s, AllocationError):
+                return cls(error=str(s))
+            ordered.append(s)
+            if s.node_name:
+                on_node.setdefault(s.node_name, []).append(s)
+            else:
+                shared.append(s)
+        return cls(tuple(ordered), {k: tuple(v) for k, v in on_node.items()}, tuple(shared))
+
+
+def parse_or_error(raw: Mapping[str, Any]) -> Slice | AllocationError:
+    """``parse_slice``, with its error as the value, so a store can keep either."""
+    try:
+        return parse_slice(raw)
+    except AllocationError as exc:
+        return exc
+
+
+def parse_slices(
+    slices: Iterable[Mapping[str, Any]], taint_rules: Sequence[Mapping[str, Any]] = ()
+) -> SliceIndex:
+    """A SliceIndex straight from ResourceSlice JSON (DeviceTaintRule JSON applied first)."""
+    return SliceIndex.build(
+        parse_or_error(apply_taint_rules(s, taint_rules) if taint_rules else s) for s in slices
     )
 
 

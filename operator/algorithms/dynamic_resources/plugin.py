@@ -25,17 +25,15 @@ node's allocations, from the Filter's memo when the cycle just computed them.
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from podium.algorithms.dynamic_resources.allocator import (
-    AllocationError,
-    Allocator,
-    allocated_state,
-)
+from podium.algorithms.dynamic_resources.allocator import AllocationError, Allocator
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -180,6 +178,21 @@ class PodClaims:
     nodes: dict[int, list[dict[str, Any]] | str] = field(default_factory=dict)
     # Indexes of allocated claims some node could not use (PostFilter's candidates).
     unavailable: set[int] = field(default_factory=set)
+    # The store and its version the allocator was built from, and what the allocator
+    # reads of ``to_allocate`` (None: not cacheable): the key of the store's per-node
+    # outcome cache, used while the store is unchanged.
+    store: DraStore | None = None
+    version: int = -1
+    signature: tuple[str, ...] | None = None
+
+
+def claims_signature(claims: Sequence[Claim]) -> tuple[str, ...] | None:
+    """What the allocator reads of the claims (their specs, in order; names only go into
+    error texts, which are never cached), or None when a spec is not plain JSON."""
+    try:
+        return tuple(json.dumps(c.raw.get("spec"), separators=(",", ":")) for c in claims)
+    except (TypeError, ValueError):
+        return None
 
 
 def _node_json(node: NodeInfo) -> dict[str, Any]:
@@ -207,11 +220,48 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         if why:
             return why
         to_allocate.append(claim)
-    allocator = None
-    if to_allocate:
-        state = allocated_state(store.allocations())
-        allocator = Allocator(state, store.classes, store.allocator_slices())
-    return PodClaims(found, terms, to_allocate, allocator)
+    if not to_allocate:
+        return PodClaims(found, terms, to_allocate, None)
+    allocator = Allocator(store.allocated_state(), store.classes, store.slice_index())
+    return PodClaims(
+        found,
+        terms,
+        to_allocate,
+        allocator,
+        store=store,
+        version=store.version,
+        signature=claims_signature(to_allocate),
+    )
+
+
+def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | None, str]:
+    """The allocator's outcome on ``node`` and its ``last_reason``, from the store's cache
+    when the store has not changed since PreFilter. Errors are never cached."""
+    allocator = state.allocator
+    assert allocator is not None
+    store, signature = state.store, state.signature
+    cacheable = store is not None and signature is not None and store.version == state.version
+    if cacheable:
+        assert store is not None and signature is not None
+        hit = store.cached_allocation(node.name, node.labels, signature)
+        if hit is not None:
+            return hit.result, hit.reason
+    try:
+        found = allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
+    except AllocationError as exc:
+        raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
+    reason = allocator.last_reason
+    # A shareID is drawn afresh by every allocation: such outcomes are not reused.
+    if cacheable and not _has_share_ids(found):
+        assert store is not None and signature is not None
+        store.cache_allocation(node.name, node.labels, signature, found, reason)
+    return found, reason
+
+
+def _has_share_ids(found: list[dict[str, Any]] | None) -> bool:
+    return any(
+        "shareID" in r for a in found or () for r in (a.get("devices") or {}).get("results") or ()
+    )
 
 
 def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, Any]] | str:
@@ -221,13 +271,10 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
         return known
     result: list[dict[str, Any]] | str = []
     if state.allocator is not None:
-        try:
-            found = state.allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
-        except AllocationError as exc:
-            raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
+        found, reason = _allocate(state, node)
         if found is None:
             # ErrFailedAllocationOnNode's own text (invalid pools), else Go's length check.
-            result = state.allocator.last_reason or CANNOT_ALLOCATE
+            result = reason or CANNOT_ALLOCATE
         else:
             result = found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
     if not isinstance(result, str):
@@ -391,7 +438,8 @@ def plan_claims(
     result = node_result(state, node, row)
     if isinstance(result, str):
         raise PluginError(f'running Reserve plugin "{NAME}": claim allocation not found for node')
-    allocations = dict(zip((c.uid for c in state.to_allocate), result, strict=True))
+    # A copy: the Filter's results may be shared with other pods through the store's cache.
+    allocations = dict(zip((c.uid for c in state.to_allocate), copy.deepcopy(result), strict=True))
     plan = ClaimPlan()
     for claim in state.claims:
         if pod.uid in claim.reserved_for:
