@@ -12,8 +12,8 @@ the resourceVersion check keeps a late watch event from going back in time.
 
 The store also keeps what every pod's allocation would otherwise rebuild: the parsed
 slices (``slice_index``, re-parsed only for slices that changed), the AllocatedState
-(``allocated_state``), and per node the allocator's outcome for a claim signature
-(``cached_allocation``). That last cache is emptied for one node when its node-local
+(``allocated_state``), and per claim signature the allocator's outcome on each node
+(``outcomes``). That last cache is emptied for one node when its node-local
 pools change (their slices, or devices allocated or freed in them) and for every node
 when anything global changes (classes, taint rules, slices of shared pools, devices of
 shared pools).
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from podium.algorithms.dynamic_resources.model import (
         AllocatedState,
         AllocationError,
+        Holds,
         Slice,
         SliceIndex,
     )
@@ -176,8 +177,8 @@ class CachedAllocation:
     reason: str
 
 
-# Distinct claim signatures remembered per node before its cache starts afresh.
-_SIGNATURES_PER_NODE = 64
+# Distinct claim signatures remembered before the cache starts afresh.
+_SIGNATURES = 64
 
 PoolID = tuple[str, str]
 
@@ -224,6 +225,8 @@ class DraStore:
         self._slices_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._allocations_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._state_cache: tuple[int, AllocatedState] | None = None
+        # id(allocation) -> (that allocation, what it holds): parsed once per allocation.
+        self._holds_cache: dict[int, tuple[Mapping[str, Any], Holds]] = {}
         # Slice name -> (its JSON, taint rules version, JSON with taints, parsed or error).
         self._parsed: dict[
             str, tuple[Mapping[str, Any], int, Mapping[str, Any], Slice | AllocationError]
@@ -232,8 +235,8 @@ class DraStore:
         self._rules_version = 0
         # (driver, pool) -> slice name -> nodeName ('' for none): which pools are node-local.
         self._pools: dict[PoolID, dict[str, str]] = {}
-        # Node name -> claim signature -> the allocator's outcome there.
-        self._outcomes: dict[str, dict[tuple[str, ...], CachedAllocation]] = {}
+        # Claim signature -> node name -> the allocator's outcome there.
+        self._outcomes: dict[tuple[str, ...], dict[str, CachedAllocation]] = {}
 
     # -- updates -------------------------------------------------------------------
     def apply(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> DraUpdate:
@@ -324,10 +327,13 @@ class DraStore:
     # -- what invalidates cached outcomes -----------------------------------------------
     def _forget_outcomes(self, node: str | None) -> None:
         """Drop the cached outcomes of one node, or of all (None)."""
+        for outcomes in self._outcomes.values():
+            if node is None:
+                outcomes.clear()  # also for pods that still hold the table
+            else:
+                outcomes.pop(node, None)
         if node is None:
             self._outcomes.clear()
-        else:
-            self._outcomes.pop(node, None)
 
     def _locality(self, pool: PoolID) -> str | None:
         """The node all of a pool's slices name, or None (shared, or no slices)."""
@@ -442,9 +448,20 @@ class DraStore:
         if self._state_cache is not None and self._state_cache[0] == self.version:
             return self._state_cache[1]
         # Imported here: the plugins package, which the model belongs to, imports this one.
-        from podium.algorithms.dynamic_resources.model import allocated_state
+        from podium.algorithms.dynamic_resources.model import allocated_state, allocation_holds
 
-        state = allocated_state(self.allocations())
+        known = self._holds_cache
+        fresh: dict[int, tuple[Mapping[str, Any], Holds]] = {}
+
+        def holds(allocation: Mapping[str, Any]) -> Holds:
+            found = known.get(id(allocation))
+            if found is None or found[0] is not allocation:
+                found = (allocation, allocation_holds(allocation))
+            fresh[id(allocation)] = found
+            return found[1]
+
+        state = allocated_state(self.allocations(), holds)
+        self._holds_cache = fresh
         self._state_cache = (self.version, state)
         return state
 
@@ -483,28 +500,16 @@ class DraStore:
         self._index_cache = (self._slices_version, SliceIndex.build(e[3] for e in parsed.values()))
 
     # -- per-node outcomes --------------------------------------------------------------
-    def cached_allocation(
-        self, node: str, labels: Mapping[str, str], signature: tuple[str, ...]
-    ) -> CachedAllocation | None:
-        """The outcome remembered for these claims on this node, if still valid."""
-        found = self._outcomes.get(node, {}).get(signature)
-        if found is None or found.labels != labels:
-            return None
+    def outcomes(self, signature: tuple[str, ...]) -> dict[str, CachedAllocation]:
+        """Node name -> the allocator's outcome for claims of this signature, valid while
+        the store's version is the one it was filled at. The caller adds outcomes it
+        computed from the store as it is."""
+        found = self._outcomes.get(signature)
+        if found is None:
+            if len(self._outcomes) >= _SIGNATURES:
+                self._forget_outcomes(None)
+            found = self._outcomes[signature] = {}
         return found
-
-    def cache_allocation(
-        self,
-        node: str,
-        labels: Mapping[str, str],
-        signature: tuple[str, ...],
-        result: list[dict[str, Any]] | None,
-        reason: str,
-    ) -> None:
-        """Remember an outcome computed from the store as it is now."""
-        outcomes = self._outcomes.setdefault(node, {})
-        if len(outcomes) >= _SIGNATURES_PER_NODE and signature not in outcomes:
-            outcomes.clear()
-        outcomes[signature] = CachedAllocation(dict(labels), result, reason)
 
     # -- in-flight allocations ---------------------------------------------------------
     def assume(self, claim: Claim, allocation: Mapping[str, Any], pod_uid: str) -> None:

@@ -6,7 +6,7 @@ that neither a pod's allocator nor the per-node search touches JSON.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -19,10 +19,12 @@ __all__ = [
     "Capacity",
     "Device",
     "DeviceID",
+    "Holds",
     "SharedDeviceID",
     "Slice",
     "SliceIndex",
     "allocated_state",
+    "allocation_holds",
     "apply_taint_rules",
     "parse_or_error",
     "parse_slice",
@@ -79,35 +81,73 @@ def quantity(raw: object, what: str) -> Decimal:
         raise AllocationError(f"{what}: {exc}") from None
 
 
-def allocated_state(allocations: Iterable[Mapping[str, Any]]) -> AllocatedState:
+@dataclass(frozen=True, slots=True)
+class Holds:
+    """What one AllocationResult adds to the AllocatedState, in result order.
+
+    ``error``: the text of its first unparsable consumed capacity; ``allocated_state``
+    raises it when it gets there.
+    """
+
+    devices: tuple[DeviceID, ...] = ()
+    shares: tuple[SharedDeviceID, ...] = ()
+    consumed: tuple[tuple[DeviceID, tuple[tuple[str, Decimal], ...]], ...] = ()
+    error: str = ""
+
+
+def allocation_holds(allocation: Mapping[str, Any] | None) -> Holds:
+    """As the scheduler's foreachAllocatedDevice with consumable capacity on: admin-access
+    results hold nothing, a result with a ``shareID`` is one share (its consumed capacity
+    adds up per device), every other result holds its device exclusively."""
+    devices: list[DeviceID] = []
+    shares: list[SharedDeviceID] = []
+    consumed_all: list[tuple[DeviceID, tuple[tuple[str, Decimal], ...]]] = []
+    for result in ((allocation or {}).get("devices") or {}).get("results") or []:
+        if result.get("adminAccess"):
+            continue
+        device_id = DeviceID(
+            str(result.get("driver", "")),
+            str(result.get("pool", "")),
+            str(result.get("device", "")),
+        )
+        share_id = result.get("shareID")
+        if share_id is None:
+            devices.append(device_id)
+            continue
+        shares.append(SharedDeviceID(*device_id, str(share_id)))
+        consumed = result.get("consumedCapacity")
+        if consumed is None:
+            continue
+        amounts: list[tuple[str, Decimal]] = []
+        for name, value in consumed.items():
+            try:
+                amounts.append((name, quantity(value, f"consumedCapacity {name} of {device_id}")))
+            except AllocationError as exc:
+                return Holds(error=str(exc))
+        consumed_all.append((device_id, tuple(amounts)))
+    return Holds(tuple(devices), tuple(shares), tuple(consumed_all))
+
+
+def allocated_state(
+    allocations: Iterable[Mapping[str, Any]],
+    holds: Callable[[Mapping[str, Any]], Holds] = allocation_holds,
+) -> AllocatedState:
     """From AllocationResult JSON dicts (status.allocation of allocated claims, plus in-flight).
 
-    As the scheduler's foreachAllocatedDevice with consumable capacity on: admin-access
-    results hold nothing, a result with a ``shareID`` is one share (its consumed capacity
-    adds up per device), every other result holds its device exclusively.
+    ``holds`` may answer from a cache: what each allocation holds only changes with it.
+    AllocationError for the first consumed capacity (in order) that does not parse.
     """
     state = AllocatedState()
     for allocation in allocations:
-        devices = (allocation or {}).get("devices") or {}
-        for result in devices.get("results") or []:
-            if result.get("adminAccess"):
-                continue
-            device_id = DeviceID(
-                str(result.get("driver", "")),
-                str(result.get("pool", "")),
-                str(result.get("device", "")),
-            )
-            share_id = result.get("shareID")
-            if share_id is not None:
-                state.shared_device_ids.add(SharedDeviceID(*device_id, str(share_id)))
-                consumed = result.get("consumedCapacity")
-                if consumed is not None:
-                    total = state.aggregated_capacity.setdefault(device_id, {})
-                    for name, value in consumed.items():
-                        amount = quantity(value, f"consumedCapacity {name} of {device_id}")
-                        total[name] = total.get(name, Decimal(0)) + amount
-                continue
-            state.devices.add(device_id)
+        held = holds(allocation)
+        if held.error:
+            raise AllocationError(held.error)
+        state.devices.update(held.devices)
+        state.shared_device_ids.update(held.shares)
+        for device_id, consumed in held.consumed:
+            total = state.aggregated_capacity.setdefault(device_id, {})
+            for name, amount in consumed:
+                total[name] = total.get(name, Decimal(0)) + amount
     return state
 
 

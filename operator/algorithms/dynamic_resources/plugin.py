@@ -50,7 +50,7 @@ from podium.framework.profile import Profile
 from podium.framework.registry import register
 from podium.kube.labels import NodeTerm, parse_node_terms
 from podium.kube.objects import NodeInfo, PodInfo
-from podium.state.dra import Claim, DraStore
+from podium.state.dra import CachedAllocation, Claim, DraStore
 
 __all__ = [
     "CANNOT_ALLOCATE",
@@ -178,12 +178,12 @@ class PodClaims:
     nodes: dict[int, list[dict[str, Any]] | str] = field(default_factory=dict)
     # Indexes of allocated claims some node could not use (PostFilter's candidates).
     unavailable: set[int] = field(default_factory=set)
-    # The store and its version the allocator was built from, and what the allocator
-    # reads of ``to_allocate`` (None: not cacheable): the key of the store's per-node
-    # outcome cache, used while the store is unchanged.
+    # The store and its version the allocator was built from, and the store's outcomes
+    # by node for claims like ``to_allocate`` (None: not cacheable), used while the store
+    # is unchanged.
     store: DraStore | None = None
     version: int = -1
-    signature: tuple[str, ...] | None = None
+    outcomes: dict[str, CachedAllocation] | None = None
 
 
 def claims_signature(claims: Sequence[Claim]) -> tuple[str, ...] | None:
@@ -223,6 +223,7 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
     if not to_allocate:
         return PodClaims(found, terms, to_allocate, None)
     allocator = Allocator(store.allocated_state(), store.classes, store.slice_index())
+    signature = claims_signature(to_allocate)
     return PodClaims(
         found,
         terms,
@@ -230,7 +231,7 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         allocator,
         store=store,
         version=store.version,
-        signature=claims_signature(to_allocate),
+        outcomes=None if signature is None else store.outcomes(signature),
     )
 
 
@@ -239,22 +240,21 @@ def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | 
     when the store has not changed since PreFilter. Errors are never cached."""
     allocator = state.allocator
     assert allocator is not None
-    store, signature = state.store, state.signature
-    cacheable = store is not None and signature is not None and store.version == state.version
-    if cacheable:
-        assert store is not None and signature is not None
-        hit = store.cached_allocation(node.name, node.labels, signature)
-        if hit is not None:
+    outcomes = state.outcomes
+    if outcomes is not None and state.store is not None and state.store.version == state.version:
+        hit = outcomes.get(node.name)
+        if hit is not None and hit.labels == node.labels:
             return hit.result, hit.reason
+    else:
+        outcomes = None
     try:
         found = allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
     except AllocationError as exc:
         raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
     reason = allocator.last_reason
     # A shareID is drawn afresh by every allocation: such outcomes are not reused.
-    if cacheable and not _has_share_ids(found):
-        assert store is not None and signature is not None
-        store.cache_allocation(node.name, node.labels, signature, found, reason)
+    if outcomes is not None and not _has_share_ids(found):
+        outcomes[node.name] = CachedAllocation(dict(node.labels), found, reason)
     return found, reason
 
 

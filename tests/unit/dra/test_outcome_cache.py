@@ -327,6 +327,11 @@ def pod_with(*claims: str, uid: str) -> PodInfo:
     return parse_pod(body)
 
 
+def is_cached(store: DraStore, signature: tuple[str, ...], node: NodeInfo) -> bool:
+    found = store.outcomes(signature).get(node.name)
+    return found is not None and found.labels == node.labels
+
+
 def _plain(outcome: object) -> str:
     """An outcome as text, with the random shareIDs made equal."""
     text = json.dumps(outcome, sort_keys=False)
@@ -387,9 +392,7 @@ def test_cached_outcomes_equal_fresh_allocations(seed: int) -> None:
                     pod = pod_with(f"probe-{name}{twin}", uid=f"probe-{name}{twin}")
                     signature = claims_signature([claim])
                     assert signature is not None
-                    hits += (
-                        world.store.cached_allocation(node.name, node.labels, signature) is not None
-                    )
+                    hits += is_cached(world.store, signature, node)
                     got = cached(world.store, node, pod)
                     if got.startswith("filter error"):
                         # Claim names appear in error texts: compare with this claim's.
@@ -427,22 +430,24 @@ def test_cache_is_used_and_invalidated_per_node() -> None:
         )
     nodes = [parse_node(make_node(n)) for n in NODES]
     state = prepare(store, pod_with("a", uid="pa"))
-    assert isinstance(state, PodClaims) and state.signature is not None
+    signature = claims_signature(state.to_allocate) if isinstance(state, PodClaims) else None
+    assert isinstance(state, PodClaims) and signature is not None
     for row, node in enumerate(nodes):
         assert not isinstance(node_result(state, node, row), str)
-        assert store.cached_allocation(node.name, node.labels, state.signature) is not None
+        assert is_cached(store, signature, node)
     ((claim, allocation),) = plan_claims(
         _Plugin(state), store, pod_with("a", uid="pa"), nodes[0], 0
     ).items
     assert allocation is not None
     assert allocation is not state.nodes[0][0]  # type: ignore[index]
     store.assume(parse_claim(dict(claim.raw)), allocation, "pa")
-    assert store.cached_allocation("n0", nodes[0].labels, state.signature) is None
+    assert not is_cached(store, signature, nodes[0])
     for node in nodes[1:]:
-        assert store.cached_allocation(node.name, node.labels, state.signature) is not None
+        assert is_cached(store, signature, node)
     other = prepare(store, pod_with("b", uid="pb"))
     assert isinstance(other, PodClaims)
-    assert other.signature == state.signature
+    assert other.outcomes is state.outcomes
     assert node_result(other, nodes[0], 0) == CANNOT_ALLOCATE
     changed = parse_node(make_node("n1", labels={"zone": "z9"}))
-    assert store.cached_allocation("n1", changed.labels, state.signature) is None
+    assert is_cached(store, signature, nodes[1])
+    assert not is_cached(store, signature, changed)
