@@ -221,7 +221,9 @@ class DraStore:
         self.users: dict[str, set[str]] = {}
         self._user_keys: dict[str, tuple[str, ...]] = {}
         self.version = 0
+        # Slices or taint rules changed: for the parsed slices, and for their JSON.
         self._slices_version = 0
+        self._json_version = 0
         self._slices_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._allocations_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._state_cache: tuple[int, AllocatedState] | None = None
@@ -315,14 +317,39 @@ class DraStore:
     ) -> None:
         self.version += 1
         if kind in ("resourceslices", "devicetaintrules"):
-            self._slices_version += 1
+            self._json_version += 1
         if kind == "resourceslices":
-            self._slice_changed(key, old, new)
+            if not self._same_spec(key, old, new):
+                self._slices_version += 1
+                self._slice_changed(key, old, new)
         elif kind == "devicetaintrules":
+            self._slices_version += 1
             self._rules_version += 1
             self._forget_outcomes(None)
         elif kind == "deviceclasses":
             self._forget_outcomes(None)
+
+    def _same_spec(
+        self, key: str, old: Mapping[str, Any] | None, new: Mapping[str, Any] | None
+    ) -> bool:
+        """A parsed slice whose update left its spec alone (all the allocator reads, with
+        its name) takes the new JSON as is: nothing to parse, no outcome to forget."""
+        entry = self._parsed.get(key)
+        if (
+            old is None
+            or new is None
+            or entry is None
+            or entry[0] is not old
+            or entry[1] != self._rules_version
+            or old.get("spec") != new.get("spec")
+        ):
+            return False
+        tainted = new
+        if entry[2] is not old:
+            rules = [_dict(_dict(r.get("spec"))) for r in self.taint_rules.values()]
+            tainted = _with_taints(new, rules)
+        self._parsed[key] = (new, entry[1], tainted, entry[3])
+        return True
 
     # -- what invalidates cached outcomes -----------------------------------------------
     def _forget_outcomes(self, node: str | None) -> None:
@@ -468,6 +495,8 @@ class DraStore:
     def allocator_slices(self) -> list[Mapping[str, Any]]:
         """ResourceSlices by name, with DeviceTaintRules applied (the slice tracker's view)."""
         self._parse_slices()
+        if self._slices_cache[0] != self._json_version:
+            self._slices_cache = (self._json_version, [e[2] for e in self._parsed.values()])
         return self._slices_cache[1]
 
     def slice_index(self) -> SliceIndex:
@@ -477,8 +506,8 @@ class DraStore:
         return self._index_cache[1]
 
     def _parse_slices(self) -> None:
-        """Bring both slice views up to date, parsing only slices that changed."""
-        if self._slices_cache[0] == self._slices_version:
+        """Bring the parsed slices up to date, parsing only slices that changed."""
+        if self._index_cache is not None and self._index_cache[0] == self._slices_version:
             return
         from podium.algorithms.dynamic_resources.model import SliceIndex, parse_or_error
 
@@ -496,7 +525,6 @@ class DraStore:
                 entry = (body, self._rules_version, tainted, parse_or_error(tainted))
             parsed[name] = entry
         self._parsed = parsed
-        self._slices_cache = (self._slices_version, [e[2] for e in parsed.values()])
         self._index_cache = (self._slices_version, SliceIndex.build(e[3] for e in parsed.values()))
 
     # -- per-node outcomes --------------------------------------------------------------

@@ -213,6 +213,7 @@ class World:
         steps: dict[str, Callable[[], None]] = {
             "slice": self.change_slice,
             "delete-slice": self.delete_slice,
+            "touch-slice": self.touch_slice,
             "allocate": self.allocate,
             "release": self.release,
             "deallocate": self.deallocate,
@@ -220,7 +221,7 @@ class World:
             "taint-rule": self.change_taint_rule,
             "labels": self.change_labels,
         }
-        weights = [5, 2, 6, 3, 3, 1, 1, 1]
+        weights = [5, 2, 2, 6, 3, 3, 1, 1, 1]
         (name,) = self.rng.choices(list(steps), weights)
         steps[name]()
         return name
@@ -236,6 +237,14 @@ class World:
             if "bogus" in self.store.slices and self.rng.random() < 0.5:
                 name = "bogus"
             self.apply("resourceslices", {"metadata": {"name": name}}, "DELETED")
+
+    def touch_slice(self) -> None:
+        """An update that leaves the spec as it was (a label, a new resourceVersion)."""
+        if self.store.slices:
+            name = self.rng.choice(sorted(self.store.slices))
+            body = copy.deepcopy(dict(self.store.slices[name]))
+            body["metadata"] = self.meta(name, labels={"touched": str(self.rv)})
+            self.apply("resourceslices", body)
 
     def allocate(self) -> None:
         """A pod's claim goes through Filter and Reserve; then in flight or written."""
@@ -344,7 +353,10 @@ def fresh(store: DraStore, node: NodeInfo, claims: list[Json]) -> str:
     """The outcome on one node from an allocator built from JSON, as node_result says it."""
     try:
         allocator = Allocator(
-            allocated_state(store.allocations()), store.classes, store.allocator_slices()
+            allocated_state(store.allocations()),
+            store.classes,
+            [store.slices[name] for name in sorted(store.slices)],
+            taint_rules=list(store.taint_rules.values()),
         )
     except AllocationError as exc:
         return f"prepare error: {exc}"
@@ -451,3 +463,28 @@ def test_cache_is_used_and_invalidated_per_node() -> None:
     changed = parse_node(make_node("n1", labels={"zone": "z9"}))
     assert is_cached(store, signature, nodes[1])
     assert not is_cached(store, signature, changed)
+
+
+@pytest.mark.parametrize("tainted", [False, True], ids=["plain", "tainted"])
+def test_metadata_update_keeps_parsed_slices(tainted: bool) -> None:
+    """A slice update that leaves its spec alone is not parsed again; its JSON is new."""
+    store = DraStore()
+    if tainted:
+        spec = {"deviceSelector": {"driver": D}, "taint": {"key": "t", "effect": "NoSchedule"}}
+        store.apply("devicetaintrules", None, {"metadata": {"name": "r"}, "spec": spec})
+    body: Json = {
+        "metadata": {"name": "s", "resourceVersion": "1"},
+        "spec": {"driver": D, "pool": {"name": "p"}, "nodeName": "n0", "devices": [{"name": "x"}]},
+    }
+    store.apply("resourceslices", None, body)
+    index = store.slice_index()
+    store.apply("resourceslices", None, {**body, "metadata": {"name": "s", "resourceVersion": "2"}})
+    assert store.slice_index() is index
+    (json_slice,) = store.allocator_slices()
+    assert json_slice["metadata"]["resourceVersion"] == "2"
+    assert bool(json_slice["spec"]["devices"][0].get("taints")) is tainted
+    changed = copy.deepcopy(body)
+    changed["metadata"]["resourceVersion"] = "3"
+    changed["spec"]["devices"][0]["name"] = "y"
+    store.apply("resourceslices", None, changed)
+    assert [d.name for d in store.slice_index().all[0].devices] == ["y"]
