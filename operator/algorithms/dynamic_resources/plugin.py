@@ -240,13 +240,11 @@ def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | 
     when the store has not changed since PreFilter. Errors are never cached."""
     allocator = state.allocator
     assert allocator is not None
-    outcomes = state.outcomes
-    if outcomes is not None and state.store is not None and state.store.version == state.version:
+    outcomes = _valid_outcomes(state)
+    if outcomes is not None:
         hit = outcomes.get(node.name)
         if hit is not None and hit.labels == node.labels:
             return hit.result, hit.reason
-    else:
-        outcomes = None
     try:
         found = allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
     except AllocationError as exc:
@@ -256,6 +254,14 @@ def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | 
     if outcomes is not None and not _has_share_ids(found):
         outcomes[node.name] = CachedAllocation(dict(node.labels), found, reason)
     return found, reason
+
+
+def _valid_outcomes(state: PodClaims) -> dict[str, CachedAllocation] | None:
+    """The store's outcomes for the pod's claims while the store is as PreFilter saw it."""
+    store = state.store
+    if state.allocator is None or store is None or store.version != state.version:
+        return None
+    return state.outcomes
 
 
 def _has_share_ids(found: list[dict[str, Any]] | None) -> bool:
@@ -272,11 +278,7 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
     result: list[dict[str, Any]] | str = []
     if state.allocator is not None:
         found, reason = _allocate(state, node)
-        if found is None:
-            # ErrFailedAllocationOnNode's own text (invalid pools), else Go's length check.
-            result = reason or CANNOT_ALLOCATE
-        else:
-            result = found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
+        result = _filter_result(state, found, reason)
     if not isinstance(result, str):
         for index, terms in enumerate(state.terms):
             if terms is not None and not any(t.matches(node) for t in terms):
@@ -284,6 +286,16 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
                 result = NOT_AVAILABLE
     state.nodes[row] = result
     return result
+
+
+def _filter_result(
+    state: PodClaims, found: list[dict[str, Any]] | None, reason: str
+) -> list[dict[str, Any]] | str:
+    """The allocator's outcome as Filter's: ErrFailedAllocationOnNode's own text (invalid
+    pools), else Go's length check."""
+    if found is None:
+        return reason or CANNOT_ALLOCATE
+    return found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
 
 
 def first_available_score(claims: Sequence[Claim], allocations: Sequence[Mapping[str, Any]]) -> int:
@@ -342,14 +354,29 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         state: PodClaims | None = cycle.state.get(_STATE)
         if state is None:
             return []
-        masks: dict[str, np.ndarray] = {}
+        # Reason -> positions, in the order reasons first appear.
+        rejected: dict[str, list[int]] = {}
         snapshot_nodes = cycle.snapshot.nodes
-        for position, row in enumerate(nodes):
-            result = node_result(state, snapshot_nodes[int(row)], int(row))
+        known = state.nodes
+        # node_result's cache hits, inlined: this loop runs for every node of every pod.
+        outcomes = None if any(t is not None for t in state.terms) else _valid_outcomes(state)
+        for position, row in enumerate(nodes.tolist()):
+            result = known.get(row)
+            if result is None:
+                node = snapshot_nodes[row]
+                hit = None if outcomes is None else outcomes.get(node.name)
+                if hit is not None and hit.labels == node.labels:
+                    result = known[row] = _filter_result(state, hit.result, hit.reason)
+                else:
+                    result = node_result(state, node, row)
             if isinstance(result, str):
-                mask = masks.setdefault(result, np.zeros(nodes.size, dtype=bool))
-                mask[position] = True
-        return [Rejection(reason, mask, unresolvable=True) for reason, mask in masks.items()]
+                rejected.setdefault(result, []).append(position)
+        rejections = []
+        for reason, positions in rejected.items():
+            mask = np.zeros(nodes.size, dtype=bool)
+            mask[positions] = True
+            rejections.append(Rejection(reason, mask, unresolvable=True))
+        return rejections
 
     def explain(self, cycle: Cycle, node: int) -> str:
         state: PodClaims | None = cycle.state.get(_STATE)

@@ -13,22 +13,28 @@ import copy
 import json
 import random
 from collections.abc import Callable
-from typing import Any
+from types import SimpleNamespace
+from typing import Any, cast
 
+import numpy as np
 import pytest
 
 from podium.algorithms.dynamic_resources.allocator import AllocationError, Allocator
 from podium.algorithms.dynamic_resources.model import allocated_state
 from podium.algorithms.dynamic_resources.plugin import (
+    _STATE as PODCLAIMS_KEY,
+)
+from podium.algorithms.dynamic_resources.plugin import (
     CANNOT_ALLOCATE,
     NAME,
+    DynamicResources,
     PodClaims,
     claims_signature,
     node_result,
     plan_claims,
     prepare,
 )
-from podium.framework.plugin import PluginError
+from podium.framework.plugin import Cycle, PluginError
 from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.state.dra import DraStore, parse_claim
@@ -384,6 +390,34 @@ def cached(store: DraStore, node: NodeInfo, pod: PodInfo) -> str:
     return result if isinstance(result, str) else _plain(result)
 
 
+def filtered(store: DraStore, nodes: list[NodeInfo], claim: str) -> list[tuple[str, list[int]]]:
+    """The plugin's Filter over all nodes: (reason, rejected positions), or the error."""
+    pod = pod_with(claim, uid=f"filter-{claim}")
+    try:
+        state = prepare(store, pod)
+    except AllocationError as exc:
+        return [(f"prepare error: {exc}", [])]
+    cycle = SimpleNamespace(state={PODCLAIMS_KEY: state}, snapshot=SimpleNamespace(nodes=nodes))
+    try:
+        found = DynamicResources().filter(cast(Cycle, cycle), np.arange(len(nodes)))
+    except PluginError:
+        return [("filter error", [])]
+    return [(r.reason, np.flatnonzero(r.mask).tolist()) for r in found]
+
+
+def rejections(wants: list[str]) -> list[tuple[str, list[int]]]:
+    """What Filter must say for these fresh outcomes (JSON for a fit, else a reason)."""
+    if any(w.startswith("prepare error") for w in wants):
+        return [(next(w for w in wants if w.startswith("prepare error")), [])]
+    if any(w.startswith("filter error") for w in wants):
+        return [("filter error", [])]
+    out: dict[str, list[int]] = {}
+    for position, want in enumerate(wants):
+        if not want.startswith("["):
+            out.setdefault(want, []).append(position)
+    return list(out.items())
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_cached_outcomes_equal_fresh_allocations(seed: int) -> None:
     rng = random.Random(seed)
@@ -398,8 +432,9 @@ def test_cached_outcomes_equal_fresh_allocations(seed: int) -> None:
         nodes = [world.node(n) for n in NODES]
         for name in SHAPES:
             claim = world.store.claims[f"{NS}/probe-{name}"]
-            for node in nodes:
-                want = fresh(world.store, node, [dict(claim.raw)])
+            wants = [fresh(world.store, node, [dict(claim.raw)]) for node in nodes]
+            assert filtered(world.store, nodes, f"probe-{name}") == rejections(wants)
+            for node, want in zip(nodes, wants, strict=True):
                 for twin in ("", "-twin"):
                     pod = pod_with(f"probe-{name}{twin}", uid=f"probe-{name}{twin}")
                     signature = claims_signature([claim])
