@@ -30,7 +30,9 @@ if TYPE_CHECKING:
     from podium.algorithms.dynamic_resources.model import (
         AllocatedState,
         AllocationError,
+        DeviceID,
         Holds,
+        SharedDeviceID,
         Slice,
         SliceIndex,
     )
@@ -227,8 +229,15 @@ class DraStore:
         self._slices_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._allocations_cache: tuple[int, list[Mapping[str, Any]]] = (-1, [])
         self._state_cache: tuple[int, AllocatedState] | None = None
-        # id(allocation) -> (that allocation, what it holds): parsed once per allocation.
-        self._holds_cache: dict[int, tuple[Mapping[str, Any], Holds]] = {}
+        # Each entry of ``allocations`` (a stored claim by key, or one in flight by uid),
+        # with what it holds (None: it did not parse), and the devices and shares they
+        # hold by reference count; ``_irregular`` counts entries with consumed capacity
+        # or an error, for which ``allocated_state`` takes the long way.
+        self._held: dict[tuple[str, str], tuple[Mapping[str, Any], Holds | None]] = {}
+        self._device_refs: dict[DeviceID, int] = {}
+        self._share_refs: dict[SharedDeviceID, int] = {}
+        self._irregular = 0
+        self._uid_keys: dict[str, set[str]] = {}
         # Slice name -> (its JSON, taint rules version, JSON with taints, parsed or error).
         self._parsed: dict[
             str, tuple[Mapping[str, Any], int, Mapping[str, Any], Slice | AllocationError]
@@ -276,7 +285,7 @@ class DraStore:
             if self.claims.pop(key, None) is None:
                 return DraUpdate()
             self.version += 1
-            self._allocation_changed(self._holds(old), None)
+            self._claim_moved(key, old, None)
             # Deleting an allocated claim frees its devices for any pod.
             freed = old is not None and old.allocation is not None
             return DraUpdate(freed=freed)
@@ -288,7 +297,7 @@ class DraStore:
                 return DraUpdate()
         self.claims[key] = new
         self.version += 1
-        self._allocation_changed(self._holds(old), self._holds(new))
+        self._claim_moved(key, old, new)
         if old is not None and old.allocation is not None and new.allocation is None:
             return DraUpdate(freed=True, claim=key)
         if old is None or old.status != new.status or old.deleting != new.deleting:
@@ -404,11 +413,61 @@ class DraStore:
         for pool in _pools_of(old) | _pools_of(new):
             self._forget_outcomes(self._locality(pool))
 
-    def _holds(self, claim: Claim | None) -> Mapping[str, Any] | None:
-        """The allocation a stored claim contributes to ``allocations`` (None: nothing)."""
+    # -- what holds devices -------------------------------------------------------------
+    def _claim_moved(self, key: str, old: Claim | None, new: Claim | None) -> None:
+        if old is not None and (new is None or new.uid != old.uid):
+            keys = self._uid_keys.get(old.uid)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._uid_keys[old.uid]
+        if new is not None:
+            self._uid_keys.setdefault(new.uid, set()).add(key)
+        self._refresh_claim(key)
+
+    def _refresh_claim(self, key: str) -> None:
+        """A stored claim holds its allocation unless the same claim is in flight."""
+        claim = self.claims.get(key)
         if claim is None or claim.allocation is None or claim.uid in self.in_flight:
-            return None
-        return claim.allocation
+            self._set_held(("claim", key), None)
+        else:
+            self._set_held(("claim", key), claim.allocation)
+
+    def _refresh_flight(self, uid: str) -> None:
+        found = self.in_flight.get(uid)
+        self._set_held(("flight", uid), found.claim.allocation or None if found else None)
+        for key in sorted(self._uid_keys.get(uid, ())):
+            self._refresh_claim(key)
+
+    def _set_held(self, key: tuple[str, str], allocation: Mapping[str, Any] | None) -> None:
+        """One entry of ``allocations`` changed: count its devices, forget outcomes."""
+        from podium.algorithms.dynamic_resources.model import allocation_holds
+
+        old = self._held.get(key)
+        old_allocation = None if old is None else old[0]
+        if old_allocation is allocation:
+            return
+        if old is not None:
+            del self._held[key]
+            self._count(old[1], -1)
+        if allocation is not None:
+            holds: Holds | None
+            try:
+                holds = allocation_holds(allocation)
+            except Exception:
+                holds = None  # allocated_state raises it again when it gets there
+            self._held[key] = (allocation, holds)
+            self._count(holds, 1)
+        self._allocation_changed(old_allocation, allocation)
+
+    def _count(self, holds: Holds | None, step: int) -> None:
+        """Reference counts of held devices and shares; capacity and errors go the long way."""
+        if holds is None or holds.error or holds.consumed:
+            self._irregular += step
+            if holds is None:
+                return
+        _add_refs(self._device_refs, holds.devices, step)
+        _add_refs(self._share_refs, holds.shares, step)
 
     def cached_versions(self, kind: str) -> dict[str, str]:
         """key -> resourceVersion (cluster-scoped names, namespaced as namespace/name)."""
@@ -475,20 +534,23 @@ class DraStore:
         if self._state_cache is not None and self._state_cache[0] == self.version:
             return self._state_cache[1]
         # Imported here: the plugins package, which the model belongs to, imports this one.
-        from podium.algorithms.dynamic_resources.model import allocated_state, allocation_holds
+        from podium.algorithms.dynamic_resources.model import (
+            AllocatedState,
+            allocated_state,
+            allocation_holds,
+        )
 
-        known = self._holds_cache
-        fresh: dict[int, tuple[Mapping[str, Any], Holds]] = {}
+        if not self._irregular:
+            # Nothing but exclusive devices and shares without capacity: the counts say all.
+            state = AllocatedState(set(self._device_refs), set(self._share_refs))
+        else:
+            known = {id(a): h for a, h in self._held.values() if h is not None}
 
-        def holds(allocation: Mapping[str, Any]) -> Holds:
-            found = known.get(id(allocation))
-            if found is None or found[0] is not allocation:
-                found = (allocation, allocation_holds(allocation))
-            fresh[id(allocation)] = found
-            return found[1]
+            def holds(allocation: Mapping[str, Any]) -> Holds:
+                found = known.get(id(allocation))
+                return found if found is not None else allocation_holds(allocation)
 
-        state = allocated_state(self.allocations(), holds)
-        self._holds_cache = fresh
+            state = allocated_state(self.allocations(), holds)
         self._state_cache = (self.version, state)
         return state
 
@@ -549,12 +611,8 @@ class DraStore:
         raw["status"] = {**_dict(raw.get("status")), "allocation": allocation}
         found = self.in_flight.get(claim.uid)
         if found is None:
-            stored = self.claims.get(claim.key)
-            held = self._holds(stored) if stored is not None and stored.uid == claim.uid else None
-            flight = parse_claim(raw)
-            self.in_flight[claim.uid] = _InFlight(flight, {pod_uid})
-            self._allocation_changed(held, None)
-            self._allocation_changed(None, flight.allocation or None)
+            self.in_flight[claim.uid] = _InFlight(parse_claim(raw), {pod_uid})
+            self._refresh_flight(claim.uid)
         else:
             found.pods.add(pod_uid)
         self.version += 1
@@ -569,11 +627,17 @@ class DraStore:
             return False
         del self.in_flight[claim_uid]
         self.version += 1
-        stored = self.claims.get(found.claim.key)
-        self._allocation_changed(found.claim.allocation or None, None)
-        if stored is not None and stored.uid == claim_uid:
-            self._allocation_changed(None, self._holds(stored))
+        self._refresh_flight(claim_uid)
         return True
+
+
+def _add_refs(table: dict[Any, int], items: Iterable[Any], step: int) -> None:
+    for item in items:
+        count = table.get(item, 0) + step
+        if count:
+            table[item] = count
+        else:
+            del table[item]
 
 
 def _with_taints(slice_: Mapping[str, Any], rules: list[Mapping[str, Any]]) -> Mapping[str, Any]:

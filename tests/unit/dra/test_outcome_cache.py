@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any, cast
@@ -222,12 +223,13 @@ class World:
             "touch-slice": self.touch_slice,
             "allocate": self.allocate,
             "release": self.release,
+            "written": self.written,
             "deallocate": self.deallocate,
             "class": self.change_class,
             "taint-rule": self.change_taint_rule,
             "labels": self.change_labels,
         }
-        weights = [5, 2, 2, 6, 3, 3, 1, 1, 1]
+        weights = [5, 2, 2, 6, 3, 1, 3, 1, 1, 1]
         (name,) = self.rng.choices(list(steps), weights)
         steps[name]()
         return name
@@ -278,6 +280,22 @@ class World:
             self.in_flight.append((self.claim_body(name, SHAPES[shape]), allocation, pod.uid))
         else:
             self.apply("resourceclaims", self.claim_body(name, SHAPES[shape], allocation))
+
+    def written(self) -> None:
+        """An allocation written by someone else: a share with capacity, admin access, or
+        a capacity that does not parse."""
+        self.claims += 1
+        name = f"c{self.claims}"
+        pool = self.rng.choice(["local-n0", "local-n1", "span", "everywhere"])
+        result: Json = {"request": "r", "driver": D, "pool": pool, "device": "dev-0"}
+        kind = self.rng.choice(["share", "admin", "bad"])
+        if kind == "admin":
+            result["adminAccess"] = True
+        else:
+            result["shareID"] = f"share-{name}"
+            result["consumedCapacity"] = {"mem": "lots" if kind == "bad" else "1Gi"}
+        allocation = {"devices": {"results": [result]}}
+        self.apply("resourceclaims", self.claim_body(name, SHAPES["one"], allocation))
 
     def release(self) -> None:
         """An in-flight allocation is written (then released) or given up."""
@@ -430,6 +448,13 @@ def test_cached_outcomes_equal_fresh_allocations(seed: int) -> None:
     for _ in range(45):
         history.append(world.step())
         nodes = [world.node(n) for n in NODES]
+        try:
+            want_state = allocated_state(world.store.allocations())
+        except AllocationError as exc:
+            with pytest.raises(AllocationError, match=re.escape(str(exc))):
+                world.store.allocated_state()
+        else:
+            assert world.store.allocated_state() == want_state, history
         for name in SHAPES:
             claim = world.store.claims[f"{NS}/probe-{name}"]
             wants = [fresh(world.store, node, [dict(claim.raw)]) for node in nodes]
