@@ -172,7 +172,9 @@ class DraUpdate:
 @dataclass(frozen=True, slots=True)
 class CachedAllocation:
     """The allocator's outcome on one node: its AllocationResults (None: no fit) and
-    ``last_reason``. Shared between pods: never to be modified."""
+    ``last_reason``, for the node's labels then (they matter only while some slice or
+    device has a node selector; a slice change that could matter forgets the outcome).
+    Shared between pods: never to be modified."""
 
     labels: Mapping[str, str]
     result: list[dict[str, Any]] | None

@@ -324,6 +324,8 @@ class SliceIndex:
     on_node: Mapping[str, tuple[Slice, ...]] = field(default_factory=dict)
     shared: tuple[Slice, ...] = ()
     error: str = ""
+    reads_labels: bool = False
+    """Some slice or device has a node selector: only then do node labels matter."""
 
     @classmethod
     def build(cls, parsed: Iterable[Slice | AllocationError]) -> SliceIndex:
@@ -338,7 +340,16 @@ class SliceIndex:
                 on_node.setdefault(s.node_name, []).append(s)
             else:
                 shared.append(s)
-        return cls(tuple(ordered), {k: tuple(v) for k, v in on_node.items()}, tuple(shared))
+        reads_labels = any(
+            s.node_selector is not None or any(d.node_selector is not None for d in s.devices)
+            for s in ordered
+        )
+        return cls(
+            tuple(ordered),
+            {k: tuple(v) for k, v in on_node.items()},
+            tuple(shared),
+            reads_labels=reads_labels,
+        )
 
 
 def parse_or_error(raw: Mapping[str, Any]) -> Slice | AllocationError:

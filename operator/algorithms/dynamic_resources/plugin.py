@@ -184,6 +184,8 @@ class PodClaims:
     store: DraStore | None = None
     version: int = -1
     outcomes: dict[str, CachedAllocation] | None = None
+    # Whether node labels can change an outcome (some slice or device has a node selector).
+    reads_labels: bool = True
 
 
 def claims_signature(claims: Sequence[Claim]) -> tuple[str, ...] | None:
@@ -222,7 +224,8 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         to_allocate.append(claim)
     if not to_allocate:
         return PodClaims(found, terms, to_allocate, None)
-    allocator = Allocator(store.allocated_state(), store.classes, store.slice_index())
+    index = store.slice_index()
+    allocator = Allocator(store.allocated_state(), store.classes, index)
     signature = claims_signature(to_allocate)
     return PodClaims(
         found,
@@ -232,6 +235,7 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         store=store,
         version=store.version,
         outcomes=None if signature is None else store.outcomes(signature),
+        reads_labels=index.reads_labels,
     )
 
 
@@ -243,7 +247,7 @@ def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | 
     outcomes = _valid_outcomes(state)
     if outcomes is not None:
         hit = outcomes.get(node.name)
-        if hit is not None and hit.labels == node.labels:
+        if hit is not None and (not state.reads_labels or hit.labels == node.labels):
             return hit.result, hit.reason
     try:
         found = allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
@@ -360,12 +364,13 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         known = state.nodes
         # node_result's cache hits, inlined: this loop runs for every node of every pod.
         outcomes = None if any(t is not None for t in state.terms) else _valid_outcomes(state)
+        reads_labels = state.reads_labels
         for position, row in enumerate(nodes.tolist()):
             result = known.get(row)
             if result is None:
                 node = snapshot_nodes[row]
                 hit = None if outcomes is None else outcomes.get(node.name)
-                if hit is not None and hit.labels == node.labels:
+                if hit is not None and (not reads_labels or hit.labels == node.labels):
                     result = known[row] = _filter_result(state, hit.result, hit.reason)
                 else:
                     result = node_result(state, node, row)

@@ -192,8 +192,14 @@ class World:
             spec["pool"] = {"name": "per-device"}
             spec["perDeviceNodeSelection"] = True
             for d in devices:
-                if rng.random() < 0.5:
+                pick = rng.random()
+                if pick < 0.4:
                     d["nodeName"] = rng.choice(NODES)
+                elif pick < 0.7:
+                    term = {
+                        "matchExpressions": [{"key": "zone", "operator": "In", "values": ["z2"]}]
+                    }
+                    d["nodeSelector"] = {"nodeSelectorTerms": [term]}
                 else:
                     d["allNodes"] = True
         else:  # a quantity that does not parse: every allocator fails to build
