@@ -148,7 +148,6 @@ class FakeAllocator:
 @pytest.fixture(autouse=True)
 def fake_allocator(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(plugin_module, "Allocator", FakeAllocator)
-    monkeypatch.setattr(plugin_module, "allocated_state", lambda allocations: list(allocations))
 
 
 # -- PreEnqueue and PreFilter messages ---------------------------------------------------

@@ -47,9 +47,9 @@ from podium.algorithms.dynamic_resources.model import (
     DeviceID,
     SharedDeviceID,
     Slice,
+    SliceIndex,
     allocated_state,
-    apply_taint_rules,
-    parse_slice,
+    parse_slices,
     quantity,
 )
 from podium.algorithms.dynamic_resources.pools import NodeView, Pool, gather_pools, node_matches
@@ -286,22 +286,20 @@ class Allocator:
         self,
         allocated: AllocatedState,
         classes: Mapping[str, Mapping[str, Any]],
-        slices: Sequence[Mapping[str, Any]],
+        slices: SliceIndex | Sequence[Mapping[str, Any]],
         taint_rules: Sequence[Mapping[str, Any]] = (),
     ) -> None:
+        """``slices``: parsed (the store's), or ResourceSlice JSON to parse here with
+        ``taint_rules`` applied. AllocationError for a slice that does not parse."""
+        index = slices if isinstance(slices, SliceIndex) else parse_slices(slices, taint_rules)
+        if index.error:
+            raise AllocationError(index.error)
         self._allocated = allocated
         self._shared_allocated = allocated.shared_devices()
         self._classes = classes
-        self._all_slices = [
-            parse_slice(apply_taint_rules(s, taint_rules) if taint_rules else s) for s in slices
-        ]
-        self._on_node: dict[str, list[Slice]] = {}
-        self._shared: list[Slice] = []
-        for s in self._all_slices:
-            if s.node_name:
-                self._on_node.setdefault(s.node_name, []).append(s)
-            else:
-                self._shared.append(s)
+        self._all_slices = index.all
+        self._on_node = index.on_node
+        self._shared = index.shared
         # Available counters per pool, computed on first use (never changes for this state).
         self._available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
         self.last_reason = ""
@@ -377,7 +375,7 @@ class _Run:
     # -- setup ----------------------------------------------------------------------------
     def allocate(self) -> list[dict[str, Any]] | None:
         owner = self.owner
-        slices = owner._on_node.get(self.node.name, []) + owner._shared
+        slices = owner._on_node.get(self.node.name, ()) + owner._shared
         try:
             self.pools = gather_pools(slices, self.node, owner._all_slices)
         except AllocationError as exc:

@@ -1,12 +1,12 @@
 """Parsed ResourceSlices, devices and the allocated state the allocator works on.
 
-Slices arrive as resource.k8s.io/v1 JSON; they are parsed once per ``Allocator`` so that
-the per-node search only touches plain Python objects.
+Slices arrive as resource.k8s.io/v1 JSON; the store parses each once (``SliceIndex``) so
+that neither a pod's allocator nor the per-node search touches JSON.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any, NamedTuple
@@ -19,11 +19,16 @@ __all__ = [
     "Capacity",
     "Device",
     "DeviceID",
+    "Holds",
     "SharedDeviceID",
     "Slice",
+    "SliceIndex",
     "allocated_state",
+    "allocation_holds",
     "apply_taint_rules",
+    "parse_or_error",
     "parse_slice",
+    "parse_slices",
     "quantity",
 ]
 
@@ -76,35 +81,73 @@ def quantity(raw: object, what: str) -> Decimal:
         raise AllocationError(f"{what}: {exc}") from None
 
 
-def allocated_state(allocations: Iterable[Mapping[str, Any]]) -> AllocatedState:
+@dataclass(frozen=True, slots=True)
+class Holds:
+    """What one AllocationResult adds to the AllocatedState, in result order.
+
+    ``error``: the text of its first unparsable consumed capacity; ``allocated_state``
+    raises it when it gets there.
+    """
+
+    devices: tuple[DeviceID, ...] = ()
+    shares: tuple[SharedDeviceID, ...] = ()
+    consumed: tuple[tuple[DeviceID, tuple[tuple[str, Decimal], ...]], ...] = ()
+    error: str = ""
+
+
+def allocation_holds(allocation: Mapping[str, Any] | None) -> Holds:
+    """As the scheduler's foreachAllocatedDevice with consumable capacity on: admin-access
+    results hold nothing, a result with a ``shareID`` is one share (its consumed capacity
+    adds up per device), every other result holds its device exclusively."""
+    devices: list[DeviceID] = []
+    shares: list[SharedDeviceID] = []
+    consumed_all: list[tuple[DeviceID, tuple[tuple[str, Decimal], ...]]] = []
+    for result in ((allocation or {}).get("devices") or {}).get("results") or []:
+        if result.get("adminAccess"):
+            continue
+        device_id = DeviceID(
+            str(result.get("driver", "")),
+            str(result.get("pool", "")),
+            str(result.get("device", "")),
+        )
+        share_id = result.get("shareID")
+        if share_id is None:
+            devices.append(device_id)
+            continue
+        shares.append(SharedDeviceID(*device_id, str(share_id)))
+        consumed = result.get("consumedCapacity")
+        if consumed is None:
+            continue
+        amounts: list[tuple[str, Decimal]] = []
+        for name, value in consumed.items():
+            try:
+                amounts.append((name, quantity(value, f"consumedCapacity {name} of {device_id}")))
+            except AllocationError as exc:
+                return Holds(error=str(exc))
+        consumed_all.append((device_id, tuple(amounts)))
+    return Holds(tuple(devices), tuple(shares), tuple(consumed_all))
+
+
+def allocated_state(
+    allocations: Iterable[Mapping[str, Any]],
+    holds: Callable[[Mapping[str, Any]], Holds] = allocation_holds,
+) -> AllocatedState:
     """From AllocationResult JSON dicts (status.allocation of allocated claims, plus in-flight).
 
-    As the scheduler's foreachAllocatedDevice with consumable capacity on: admin-access
-    results hold nothing, a result with a ``shareID`` is one share (its consumed capacity
-    adds up per device), every other result holds its device exclusively.
+    ``holds`` may answer from a cache: what each allocation holds only changes with it.
+    AllocationError for the first consumed capacity (in order) that does not parse.
     """
     state = AllocatedState()
     for allocation in allocations:
-        devices = (allocation or {}).get("devices") or {}
-        for result in devices.get("results") or []:
-            if result.get("adminAccess"):
-                continue
-            device_id = DeviceID(
-                str(result.get("driver", "")),
-                str(result.get("pool", "")),
-                str(result.get("device", "")),
-            )
-            share_id = result.get("shareID")
-            if share_id is not None:
-                state.shared_device_ids.add(SharedDeviceID(*device_id, str(share_id)))
-                consumed = result.get("consumedCapacity")
-                if consumed is not None:
-                    total = state.aggregated_capacity.setdefault(device_id, {})
-                    for name, value in consumed.items():
-                        amount = quantity(value, f"consumedCapacity {name} of {device_id}")
-                        total[name] = total.get(name, Decimal(0)) + amount
-                continue
-            state.devices.add(device_id)
+        held = holds(allocation)
+        if held.error:
+            raise AllocationError(held.error)
+        state.devices.update(held.devices)
+        state.shared_device_ids.update(held.shares)
+        for device_id, consumed in held.consumed:
+            total = state.aggregated_capacity.setdefault(device_id, {})
+            for name, amount in consumed:
+                total[name] = total.get(name, Decimal(0)) + amount
     return state
 
 
@@ -266,6 +309,63 @@ def parse_slice(raw: Mapping[str, Any]) -> Slice:
             for cs in spec.get("sharedCounters") or []
         ),
         devices=[_device(d, name) for d in spec.get("devices") or []],
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class SliceIndex:
+    """Parsed slices in name order, by node name and without one (shared).
+
+    ``error``: the text of the first slice (in order) that did not parse; the allocator
+    raises it when built, as parsing there would.
+    """
+
+    all: tuple[Slice, ...] = ()
+    on_node: Mapping[str, tuple[Slice, ...]] = field(default_factory=dict)
+    shared: tuple[Slice, ...] = ()
+    error: str = ""
+    reads_labels: bool = False
+    """Some slice or device has a node selector: only then do node labels matter."""
+
+    @classmethod
+    def build(cls, parsed: Iterable[Slice | AllocationError]) -> SliceIndex:
+        on_node: dict[str, list[Slice]] = {}
+        shared: list[Slice] = []
+        ordered: list[Slice] = []
+        for s in parsed:
+            if isinstance(s, AllocationError):
+                return cls(error=str(s))
+            ordered.append(s)
+            if s.node_name:
+                on_node.setdefault(s.node_name, []).append(s)
+            else:
+                shared.append(s)
+        reads_labels = any(
+            s.node_selector is not None or any(d.node_selector is not None for d in s.devices)
+            for s in ordered
+        )
+        return cls(
+            tuple(ordered),
+            {k: tuple(v) for k, v in on_node.items()},
+            tuple(shared),
+            reads_labels=reads_labels,
+        )
+
+
+def parse_or_error(raw: Mapping[str, Any]) -> Slice | AllocationError:
+    """``parse_slice``, with its error as the value, so a store can keep either."""
+    try:
+        return parse_slice(raw)
+    except AllocationError as exc:
+        return exc
+
+
+def parse_slices(
+    slices: Iterable[Mapping[str, Any]], taint_rules: Sequence[Mapping[str, Any]] = ()
+) -> SliceIndex:
+    """A SliceIndex straight from ResourceSlice JSON (DeviceTaintRule JSON applied first)."""
+    return SliceIndex.build(
+        parse_or_error(apply_taint_rules(s, taint_rules) if taint_rules else s) for s in slices
     )
 
 

@@ -25,17 +25,15 @@ node's allocations, from the Filter's memo when the cycle just computed them.
 
 from __future__ import annotations
 
+import copy
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from podium.algorithms.dynamic_resources.allocator import (
-    AllocationError,
-    Allocator,
-    allocated_state,
-)
+from podium.algorithms.dynamic_resources.allocator import AllocationError, Allocator
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -52,7 +50,7 @@ from podium.framework.profile import Profile
 from podium.framework.registry import register
 from podium.kube.labels import NodeTerm, parse_node_terms
 from podium.kube.objects import NodeInfo, PodInfo
-from podium.state.dra import Claim, DraStore
+from podium.state.dra import CachedAllocation, Claim, DraStore
 
 __all__ = [
     "CANNOT_ALLOCATE",
@@ -180,6 +178,23 @@ class PodClaims:
     nodes: dict[int, list[dict[str, Any]] | str] = field(default_factory=dict)
     # Indexes of allocated claims some node could not use (PostFilter's candidates).
     unavailable: set[int] = field(default_factory=set)
+    # The store and its version the allocator was built from, and the store's outcomes
+    # by node for claims like ``to_allocate`` (None: not cacheable), used while the store
+    # is unchanged.
+    store: DraStore | None = None
+    version: int = -1
+    outcomes: dict[str, CachedAllocation] | None = None
+    # Whether node labels can change an outcome (some slice or device has a node selector).
+    reads_labels: bool = True
+
+
+def claims_signature(claims: Sequence[Claim]) -> tuple[str, ...] | None:
+    """What the allocator reads of the claims (their specs, in order; names only go into
+    error texts, which are never cached), or None when a spec is not plain JSON."""
+    try:
+        return tuple(json.dumps(c.raw.get("spec"), separators=(",", ":")) for c in claims)
+    except (TypeError, ValueError):
+        return None
 
 
 def _node_json(node: NodeInfo) -> dict[str, Any]:
@@ -207,11 +222,56 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         if why:
             return why
         to_allocate.append(claim)
-    allocator = None
-    if to_allocate:
-        state = allocated_state(store.allocations())
-        allocator = Allocator(state, store.classes, store.allocator_slices())
-    return PodClaims(found, terms, to_allocate, allocator)
+    if not to_allocate:
+        return PodClaims(found, terms, to_allocate, None)
+    index = store.slice_index()
+    allocator = Allocator(store.allocated_state(), store.classes, index)
+    signature = claims_signature(to_allocate)
+    return PodClaims(
+        found,
+        terms,
+        to_allocate,
+        allocator,
+        store=store,
+        version=store.version,
+        outcomes=None if signature is None else store.outcomes(signature),
+        reads_labels=index.reads_labels,
+    )
+
+
+def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | None, str]:
+    """The allocator's outcome on ``node`` and its ``last_reason``, from the store's cache
+    when the store has not changed since PreFilter. Errors are never cached."""
+    allocator = state.allocator
+    assert allocator is not None
+    outcomes = _valid_outcomes(state)
+    if outcomes is not None:
+        hit = outcomes.get(node.name)
+        if hit is not None and (not state.reads_labels or hit.labels == node.labels):
+            return hit.result, hit.reason
+    try:
+        found = allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
+    except AllocationError as exc:
+        raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
+    reason = allocator.last_reason
+    # A shareID is drawn afresh by every allocation: such outcomes are not reused.
+    if outcomes is not None and not _has_share_ids(found):
+        outcomes[node.name] = CachedAllocation(dict(node.labels), found, reason)
+    return found, reason
+
+
+def _valid_outcomes(state: PodClaims) -> dict[str, CachedAllocation] | None:
+    """The store's outcomes for the pod's claims while the store is as PreFilter saw it."""
+    store = state.store
+    if state.allocator is None or store is None or store.version != state.version:
+        return None
+    return state.outcomes
+
+
+def _has_share_ids(found: list[dict[str, Any]] | None) -> bool:
+    return any(
+        "shareID" in r for a in found or () for r in (a.get("devices") or {}).get("results") or ()
+    )
 
 
 def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, Any]] | str:
@@ -221,15 +281,8 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
         return known
     result: list[dict[str, Any]] | str = []
     if state.allocator is not None:
-        try:
-            found = state.allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
-        except AllocationError as exc:
-            raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
-        if found is None:
-            # ErrFailedAllocationOnNode's own text (invalid pools), else Go's length check.
-            result = state.allocator.last_reason or CANNOT_ALLOCATE
-        else:
-            result = found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
+        found, reason = _allocate(state, node)
+        result = _filter_result(state, found, reason)
     if not isinstance(result, str):
         for index, terms in enumerate(state.terms):
             if terms is not None and not any(t.matches(node) for t in terms):
@@ -237,6 +290,16 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
                 result = NOT_AVAILABLE
     state.nodes[row] = result
     return result
+
+
+def _filter_result(
+    state: PodClaims, found: list[dict[str, Any]] | None, reason: str
+) -> list[dict[str, Any]] | str:
+    """The allocator's outcome as Filter's: ErrFailedAllocationOnNode's own text (invalid
+    pools), else Go's length check."""
+    if found is None:
+        return reason or CANNOT_ALLOCATE
+    return found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
 
 
 def first_available_score(claims: Sequence[Claim], allocations: Sequence[Mapping[str, Any]]) -> int:
@@ -295,14 +358,30 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         state: PodClaims | None = cycle.state.get(_STATE)
         if state is None:
             return []
-        masks: dict[str, np.ndarray] = {}
+        # Reason -> positions, in the order reasons first appear.
+        rejected: dict[str, list[int]] = {}
         snapshot_nodes = cycle.snapshot.nodes
-        for position, row in enumerate(nodes):
-            result = node_result(state, snapshot_nodes[int(row)], int(row))
+        known = state.nodes
+        # node_result's cache hits, inlined: this loop runs for every node of every pod.
+        outcomes = None if any(t is not None for t in state.terms) else _valid_outcomes(state)
+        reads_labels = state.reads_labels
+        for position, row in enumerate(nodes.tolist()):
+            result = known.get(row)
+            if result is None:
+                node = snapshot_nodes[row]
+                hit = None if outcomes is None else outcomes.get(node.name)
+                if hit is not None and (not reads_labels or hit.labels == node.labels):
+                    result = known[row] = _filter_result(state, hit.result, hit.reason)
+                else:
+                    result = node_result(state, node, row)
             if isinstance(result, str):
-                mask = masks.setdefault(result, np.zeros(nodes.size, dtype=bool))
-                mask[position] = True
-        return [Rejection(reason, mask, unresolvable=True) for reason, mask in masks.items()]
+                rejected.setdefault(result, []).append(position)
+        rejections = []
+        for reason, positions in rejected.items():
+            mask = np.zeros(nodes.size, dtype=bool)
+            mask[positions] = True
+            rejections.append(Rejection(reason, mask, unresolvable=True))
+        return rejections
 
     def explain(self, cycle: Cycle, node: int) -> str:
         state: PodClaims | None = cycle.state.get(_STATE)
@@ -391,7 +470,8 @@ def plan_claims(
     result = node_result(state, node, row)
     if isinstance(result, str):
         raise PluginError(f'running Reserve plugin "{NAME}": claim allocation not found for node')
-    allocations = dict(zip((c.uid for c in state.to_allocate), result, strict=True))
+    # A copy: the Filter's results may be shared with other pods through the store's cache.
+    allocations = dict(zip((c.uid for c in state.to_allocate), copy.deepcopy(result), strict=True))
     plan = ClaimPlan()
     for claim in state.claims:
         if pod.uid in claim.reserved_for:
