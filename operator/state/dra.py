@@ -26,16 +26,20 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from podium.state.devices import (
+    AllocatedState,
+    AllocationError,
+    DeviceID,
+    Holds,
+    SharedDeviceID,
+    Slice,
+    SliceIndex,
+    allocated_state,
+    allocation_holds,
+    parse_or_error,
+)
+
 if TYPE_CHECKING:
-    from podium.algorithms.dynamic_resources.model import (
-        AllocatedState,
-        AllocationError,
-        DeviceID,
-        Holds,
-        SharedDeviceID,
-        Slice,
-        SliceIndex,
-    )
     from podium.kube.objects import PodInfo
 
 __all__ = [
@@ -443,8 +447,6 @@ class DraStore:
 
     def _set_held(self, key: tuple[str, str], allocation: Mapping[str, Any] | None) -> None:
         """One entry of ``allocations`` changed: count its devices, forget outcomes."""
-        from podium.algorithms.dynamic_resources.model import allocation_holds
-
         old = self._held.get(key)
         old_allocation = None if old is None else old[0]
         if old_allocation is allocation:
@@ -535,13 +537,6 @@ class DraStore:
         parse, raised again on every call)."""
         if self._state_cache is not None and self._state_cache[0] == self.version:
             return self._state_cache[1]
-        # Imported here: the plugins package, which the model belongs to, imports this one.
-        from podium.algorithms.dynamic_resources.model import (
-            AllocatedState,
-            allocated_state,
-            allocation_holds,
-        )
-
         if not self._irregular:
             # Nothing but exclusive devices and shares without capacity: the counts say all.
             state = AllocatedState(set(self._device_refs), set(self._share_refs))
@@ -573,8 +568,6 @@ class DraStore:
         """Bring the parsed slices up to date, parsing only slices that changed."""
         if self._index_cache is not None and self._index_cache[0] == self._slices_version:
             return
-        from podium.algorithms.dynamic_resources.model import SliceIndex, parse_or_error
-
         rules: list[Mapping[str, Any]] | None = None
         parsed: dict[
             str, tuple[Mapping[str, Any], int, Mapping[str, Any], Slice | AllocationError]

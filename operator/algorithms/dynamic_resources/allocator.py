@@ -40,7 +40,8 @@ from podium.algorithms.dynamic_resources.capacity import (
     request_fits,
 )
 from podium.algorithms.dynamic_resources.cel import CelError, device_matches
-from podium.algorithms.dynamic_resources.model import (
+from podium.algorithms.dynamic_resources.pools import NodeView, Pool, gather_pools, node_matches
+from podium.state.devices import (
     AllocatedState,
     AllocationError,
     Device,
@@ -52,7 +53,6 @@ from podium.algorithms.dynamic_resources.model import (
     parse_slices,
     quantity,
 )
-from podium.algorithms.dynamic_resources.pools import NodeView, Pool, gather_pools, node_matches
 
 __all__ = [
     "AllocatedState",

@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal
 
-from podium.algorithms.dynamic_resources.model import Capacity, RequestPolicy, ValidRange
+from podium.state.devices import Capacity, RequestPolicy, ValidRange
 
 __all__ = [
     "CapacityError",

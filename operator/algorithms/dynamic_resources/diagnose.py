@@ -18,7 +18,8 @@ from typing import Any
 
 from podium.algorithms.dynamic_resources.allocator import ALL, Allocator, tolerates
 from podium.algorithms.dynamic_resources.cel import CelError, device_matches
-from podium.algorithms.dynamic_resources.model import (
+from podium.algorithms.dynamic_resources.pools import NodeView, gather_pools, node_matches
+from podium.state.devices import (
     AllocationError,
     Device,
     DeviceID,
@@ -26,7 +27,6 @@ from podium.algorithms.dynamic_resources.model import (
     allocated_state,
     parse_slice,
 )
-from podium.algorithms.dynamic_resources.pools import NodeView, gather_pools, node_matches
 
 __all__ = ["ClaimDiagnoser", "RequestProblem"]
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from podium.algorithms.dynamic_resources.model import AllocationError, Slice
 from podium.kube.labels import IN, NAME_FIELD, NodeTerm, parse_node_term
+from podium.state.devices import AllocationError, Slice
 
 __all__ = ["NodeView", "Pool", "gather_pools", "node_matches"]
 

@@ -21,7 +21,6 @@ import numpy as np
 import pytest
 
 from podium.algorithms.dynamic_resources.allocator import AllocationError, Allocator
-from podium.algorithms.dynamic_resources.model import allocated_state
 from podium.algorithms.dynamic_resources.plugin import (
     _STATE as PODCLAIMS_KEY,
 )
@@ -38,6 +37,7 @@ from podium.algorithms.dynamic_resources.plugin import (
 from podium.framework.plugin import Cycle, PluginError
 from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.state.devices import allocated_state
 from podium.state.dra import DraStore, parse_claim
 
 Json = dict[str, Any]
