@@ -112,6 +112,13 @@ class _NoProgress(kopf.ProgressStorage):
         return essence
 
 
+# Connections to the API server. Each HTTP/1.1 connection carries one request at a time,
+# and each costs a TLS handshake and about 0.3 MiB while it stays open: 256 (one per
+# bind in flight) cost 20-50 MiB more peak RSS than 64 in the 500-node benchmark with
+# no gain in throughput or CPU. Binds beyond 64 wait for a connection.
+API_CONNECTIONS = 64
+
+
 # Seconds between checks of a token the server keeps refusing.
 _LOGIN_PACE = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
 
@@ -257,7 +264,7 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     metrics = Metrics()
     client = KubeClient(
         creds,
-        pool_size=max(16, options.max_binds_in_flight),
+        pool_size=API_CONNECTIONS,
         qps=options.kube_api_qps,
         burst=options.kube_api_burst,
         metrics=metrics,
