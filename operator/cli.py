@@ -181,6 +181,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
+    # kopf imports kubernetes_asyncio's generated client (about 50 MiB) only to recognise
+    # its model objects in isinstance checks, falling back to dummies on ImportError.
+    # Podium never hands kopf such objects and reads credentials itself, so ``run`` makes
+    # the import fail (a None entry in sys.modules is Python's way to block one).
+    sys.modules.setdefault("kubernetes_asyncio", None)
+    from podium.kube.credentials import ConfigError
     from podium.kube.leader import LeaseSettings
     from podium.runtime.eventloop import loop_factory
     from podium.runtime.gctune import tune_gc
@@ -228,14 +234,12 @@ def _run(args: argparse.Namespace) -> int:
     try:
         with asyncio.Runner(loop_factory=loop_factory(args.event_loop)) as runner:
             return runner.run(main())
+    except ConfigError as exc:
+        print(f"podium: cannot load cluster credentials: {exc}", file=sys.stderr)
+        return 1
     except FileNotFoundError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return 1
-    except Exception as exc:
-        if type(exc).__name__ == "ConfigException":
-            print(f"podium: cannot load cluster credentials: {exc}", file=sys.stderr)
-            return 1
-        raise
 
 
 def _plugins() -> int:
