@@ -14,7 +14,8 @@ import signal
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version
-from typing import TypeVar
+from types import ModuleType
+from typing import TypeVar, cast
 
 __all__ = ["main", "number_type"]
 
@@ -185,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
     # its model objects in isinstance checks, falling back to dummies on ImportError.
     # Podium never hands kopf such objects and reads credentials itself, so ``run`` makes
     # the import fail (a None entry in sys.modules is Python's way to block one).
-    sys.modules.setdefault("kubernetes_asyncio", None)
+    cast("dict[str, ModuleType | None]", sys.modules).setdefault("kubernetes_asyncio", None)
     from podium.kube.credentials import ConfigError
     from podium.kube.leader import LeaseSettings
     from podium.runtime.eventloop import loop_factory
