@@ -17,7 +17,7 @@ from importlib.metadata import version
 from types import ModuleType
 from typing import TypeVar, cast
 
-__all__ = ["main", "number_type"]
+__all__ = ["block_unused_imports", "main", "number_type"]
 
 N = TypeVar("N", int, float)
 
@@ -181,12 +181,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def block_unused_imports(log_format: str = "json") -> None:
+    """Make imports that ``podium run`` never uses fail, so they cost no memory.
+
+    A None entry in sys.modules is Python's way to make an import raise ImportError.
+    kopf imports kubernetes_asyncio's generated client (about 50 MiB) only to recognise
+    its model objects in isinstance checks, and uses dummies on ImportError; Podium never
+    hands kopf such objects and reads credentials itself. structlog imports rich (about
+    5 MiB, with pygments) where it is installed, to pretty-print tracebacks in console
+    logs; JSON logs never use it. Modules already imported are left alone.
+    """
+    modules = cast("dict[str, ModuleType | None]", sys.modules)
+    modules.setdefault("kubernetes_asyncio", None)
+    if log_format == "json":
+        modules.setdefault("rich", None)
+
+
 def _run(args: argparse.Namespace) -> int:
-    # kopf imports kubernetes_asyncio's generated client (about 50 MiB) only to recognise
-    # its model objects in isinstance checks, falling back to dummies on ImportError.
-    # Podium never hands kopf such objects and reads credentials itself, so ``run`` makes
-    # the import fail (a None entry in sys.modules is Python's way to block one).
-    cast("dict[str, ModuleType | None]", sys.modules).setdefault("kubernetes_asyncio", None)
+    block_unused_imports(args.log_format)
     from podium.kube.credentials import ConfigError
     from podium.kube.leader import LeaseSettings
     from podium.runtime.eventloop import loop_factory
