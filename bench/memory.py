@@ -8,7 +8,8 @@ server adds on create and bind: uid, resourceVersion, timestamps, managedFields
 of the create, the binding and the status update, the defaulted spec fields and
 a PodScheduled condition; nodes carry the status a kubelet (or kwok) reports.
 ``--imports`` reports instead the heap and RSS that importing ``podium run``'s
-modules costs, with and without kubernetes_asyncio.
+modules costs, with the imports ``run`` blocks (``podium.cli.block_unused_imports``)
+blocked and, for comparison, with kubernetes_asyncio's client loaded.
 """
 
 from __future__ import annotations
@@ -192,28 +193,48 @@ def _cached(nodes: int, pods: int) -> float:
 
 
 _IMPORTS = (
-    "import resource, sys, tracemalloc; tracemalloc.start(); import {modules}; "
+    "import sys, tracemalloc; {trace}{setup}; import {modules}; "
     "heap = tracemalloc.get_traced_memory()[0]; "
-    "rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
-    "k8s = 'kubernetes_asyncio' in sys.modules; "
-    "print(f'{{heap / 2**20:.1f}} {{rss / 1024:.1f}} {{k8s}}')"
+    "rss = int(next(l for l in open('/proc/self/status') if l.startswith('VmHWM')).split()[1]); "
+    "print(f'{{heap / 2**20:.1f}} {{rss / 1024:.1f}} "
+    '{{sys.modules.get("kubernetes_asyncio") is not None}} {{"celpy" in sys.modules}}\')'
 )
+
+_BLOCKED = "from podium.cli import block_unused_imports; block_unused_imports()"
+
+
+def _measure(setup: str, modules: str, trace: bool) -> list[str]:
+    code = _IMPORTS.format(
+        trace="tracemalloc.start(); " if trace else "", setup=setup or "pass", modules=modules
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code], check=True, capture_output=True, text=True
+    ).stdout.split()
 
 
 def _imports() -> None:
-    """Heap and peak RSS of a fresh interpreter after importing what ``podium run`` imports."""
-    for label, modules in (
-        ("podium run (wiring, kopf, aiohttp)", "podium.runtime.wiring, podium.cli"),
-        ("credentials only", "podium.kube.credentials"),
-        ("kubernetes_asyncio.config", "kubernetes_asyncio.config"),
+    """Heap and peak RSS of a fresh interpreter after importing what ``podium run`` imports.
+
+    The heap comes from a run under tracemalloc, the RSS from one without it (tracing
+    roughly doubles the memory of what it traces). The RSS is VmHWM, not ru_maxrss: a
+    child inherits its parent's ru_maxrss across fork and exec, which would hide
+    anything smaller than this process.
+    """
+    for label, setup, modules in (
+        ("podium run (wiring, kopf, aiohttp)", _BLOCKED, "podium.runtime.wiring"),
+        (
+            "podium run without block_unused_imports (kubernetes_asyncio, rich)",
+            "",
+            "podium.runtime.wiring, podium.cli, kubernetes_asyncio.client",
+        ),
+        ("credentials only", "", "podium.kube.credentials"),
+        ("DRA CEL, once a selector is compiled", "", "celpy, lark"),
     ):
-        out = subprocess.run(
-            [sys.executable, "-c", _IMPORTS.format(modules=modules)],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout.split()
-        print(f"{label}: {out[0]} MiB heap, {out[1]} MiB peak RSS, kubernetes_asyncio: {out[2]}")
+        heap = _measure(setup, modules, trace=True)[0]
+        _, rss, k8s, cel = _measure(setup, modules, trace=False)
+        print(
+            f"{label}: {heap} MiB heap, {rss} MiB peak RSS; kubernetes_asyncio: {k8s}, celpy: {cel}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:

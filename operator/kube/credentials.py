@@ -1,7 +1,8 @@
 """Who Podium is to the API server: kubeconfig or in-cluster credentials, and tokens that rotate.
 
-Credentials come from kubernetes-asyncio's loaders, so kopf and Podium's own
-client authenticate the same way. A token that rotates (a projected
+Podium reads the in-cluster configuration and kubeconfig files itself, by
+client-go's rules (``load_credentials``), and hands the same credentials to
+kopf and to its own client. A token that rotates (a projected
 ServiceAccount token, a kubeconfig ``tokenFile``, an exec plugin) is read
 again as client-go does: a file every minute less some leeway, an exec
 plugin at its ``expirationTimestamp``, and either at once after a 401.
@@ -10,10 +11,15 @@ plugin at its ``expirationTimestamp``, and either at once after a 401.
 from __future__ import annotations
 
 import asyncio
+import atexit
+import base64
+import hashlib
 import json
 import math
 import os
+import shutil
 import ssl
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -22,16 +28,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 import structlog
-from kubernetes_asyncio import config as k8s_config
-from kubernetes_asyncio.client import Configuration
+import yaml
 
 __all__ = [
+    "ConfigError",
     "CredentialError",
     "Credentials",
     "ExecToken",
     "FileToken",
+    "Kubeconfig",
     "TokenSource",
+    "kubeconfig_files",
     "load_credentials",
+    "read_kubeconfig",
     "ssl_context",
 ]
 
@@ -53,7 +62,10 @@ TOKEN_FILE_LEEWAY = 10.0
 EXEC_TIMEOUT = 60.0
 
 
-_SERVICE_ACCOUNT_TOKEN = "/var/run/secrets/kubernetes.io/serviceaccount/token"
+_SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+_YamlLoader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 class CredentialError(OSError):
@@ -240,12 +252,6 @@ class ExecToken(_CachedToken):
             raise CredentialError(f"exec plugin {self.argv[0]}: bad expirationTimestamp") from exc
         return str(token), self._expires.timestamp() - self.wall()
 
-    def seed(self, token: str, expires: datetime | None) -> None:
-        """Start from a token the kubeconfig loader already got from the plugin."""
-        self._token, self._fetched, self._expires = token, self.clock(), expires
-        lifetime = math.inf if expires is None else expires.timestamp() - self.wall()
-        self._due = self._fetched + lifetime
-
     @property
     def expires_at(self) -> datetime | None:
         return self._expires
@@ -266,59 +272,255 @@ class Credentials:
         return await self.tokens.token() if self.tokens is not None else self.token
 
 
-def _token_source(loader: Any, token: str | None) -> TokenSource | None:
-    """A rotating source for the kubeconfig user's ``tokenFile`` or ``exec``, if any."""
-    # kubernetes-asyncio keeps the selected user entry (and the file it came from) here.
-    user = getattr(loader, "_user", None)
-    spec = getattr(user, "value", None)
-    if not isinstance(spec, dict):
+class ConfigError(CredentialError):
+    """The configuration cannot be used: a missing kubeconfig, context, cluster or user,
+    a malformed entry, or a way to authenticate that Podium does not support."""
+
+
+# -- in-cluster --------------------------------------------------------------------------------
+
+
+def _in_cluster(environ: Mapping[str, str], account: Path) -> tuple[str, Path, Path] | None:
+    """(server, token file, CA file) when running in a pod, as client-go's InClusterConfig.
+
+    Without the service's host and port, or without a mounted token (the pod
+    opted out of it), Podium is not in a cluster and reads a kubeconfig instead.
+    """
+    host = environ.get("KUBERNETES_SERVICE_HOST", "")
+    port = environ.get("KUBERNETES_SERVICE_PORT", "")
+    token = account / "token"
+    if not host or not port or not token.exists():
         return None
-    if "exec" in spec and token:
-        return ExecToken(spec["exec"])
-    origin = getattr(user, "path", None)
-    base = os.path.dirname(os.path.abspath(origin)) if origin else None
-    if spec.get("tokenFile"):
-        path = str(spec["tokenFile"])
-        return FileToken(os.path.join(base, path) if base else path)
-    return None
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"  # an IPv6 address, as Go's net.JoinHostPort writes it
+    return f"https://{host}:{port}", token, account / "ca.crt"
+
+
+# -- kubeconfig --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Entry:
+    """A named cluster, user or context, and the kubeconfig file it came from."""
+
+    value: Mapping[str, Any]
+    origin: Path
+
+    def resolve(self, path: str) -> str:
+        """A relative path is taken from the folder of the entry's own file (client-go's
+        ResolveLocalPaths)."""
+        return str(self.origin.parent / path)
+
+    def path(self, key: str) -> str | None:
+        value = self.value.get(key)
+        return self.resolve(str(value)) if value else None
+
+
+@dataclass(slots=True)
+class Kubeconfig:
+    """Kubeconfig files merged as client-go merges them: the first file to name a
+    cluster, user or context wins it whole, and the first ``current-context`` set wins."""
+
+    files: list[Path]
+    clusters: dict[str, _Entry]
+    users: dict[str, _Entry]
+    contexts: dict[str, _Entry]
+    current_context: str = ""
+
+    def where(self) -> str:
+        return ", ".join(str(f) for f in self.files)
+
+
+_MAPS = (("clusters", "cluster"), ("users", "user"), ("contexts", "context"))
+
+
+def kubeconfig_files(explicit: str | None, environ: Mapping[str, str]) -> tuple[list[Path], bool]:
+    """The files to read and whether they were named explicitly (then each must exist).
+
+    ``--kubeconfig`` alone; else ``$KUBECONFIG``, a list split on the path
+    separator with empty and repeated entries dropped; else ``~/.kube/config``.
+    """
+    if explicit:
+        return [Path(explicit)], True
+    listed = environ.get("KUBECONFIG", "")
+    if listed:
+        return [Path(p) for p in dict.fromkeys(listed.split(os.pathsep)) if p], False
+    home = environ.get("HOME") or str(Path.home())
+    return [Path(home) / ".kube" / "config"], False
+
+
+def read_kubeconfig(files: list[Path], explicit: bool = False) -> Kubeconfig:
+    """Merge ``files`` in order; a missing file is skipped unless ``explicit``."""
+    merged = Kubeconfig([], {}, {}, {})
+    for path in files:
+        try:
+            text = path.read_text()
+        except FileNotFoundError as exc:
+            if explicit:
+                raise ConfigError(f"kubeconfig {path}: no such file") from exc
+            continue
+        except OSError as exc:
+            raise ConfigError(f"kubeconfig {path}: {exc}") from exc
+        try:
+            data = yaml.load(text, Loader=_YamlLoader) or {}
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"kubeconfig {path}: not YAML: {exc}") from exc
+        if not isinstance(data, dict):
+            raise ConfigError(f"kubeconfig {path}: not a mapping")
+        merged.files.append(path)
+        origin = path.absolute()
+        for key, inner in _MAPS:
+            seen: set[str] = set()
+            target: dict[str, _Entry] = getattr(merged, key)
+            for item in data.get(key) or []:
+                if not isinstance(item, dict) or not isinstance(item.get(inner) or {}, dict):
+                    raise ConfigError(f"kubeconfig {path}: malformed {key} entry {item!r}")
+                name = str(item.get("name") or "")
+                if name in seen:
+                    raise ConfigError(f"kubeconfig {path}: duplicate name {name!r} in {key}")
+                seen.add(name)
+                target.setdefault(name, _Entry(item.get(inner) or {}, origin))
+        merged.current_context = merged.current_context or str(data.get("current-context") or "")
+    if not merged.files:
+        raise ConfigError(
+            f"no kubeconfig found (looked for {', '.join(str(f) for f in files)}) and not "
+            "running in a cluster (KUBERNETES_SERVICE_HOST/PORT and a ServiceAccount token)"
+        )
+    return merged
+
+
+_private_dir: str | None = None
+_private_files: dict[bytes, str] = {}
+
+
+def _private_file(data: bytes) -> str:
+    """A file only this user can read holding ``data`` (kubeconfig ``*-data`` fields, for the
+    TLS and kopf APIs that take paths); one per content, removed when the process exits."""
+    global _private_dir
+    key = hashlib.sha256(data).digest()
+    if key in _private_files:
+        return _private_files[key]
+    if _private_dir is None:
+        _private_dir = tempfile.mkdtemp(prefix="podium-credentials-")  # mode 0700
+        atexit.register(shutil.rmtree, _private_dir, True)
+    path = os.path.join(_private_dir, f"{len(_private_files)}.pem")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as out:
+        out.write(data)
+    _private_files[key] = path
+    return path
+
+
+def _file_or_data(entry: _Entry, key: str, what: str) -> str | None:
+    """``key`` (a path) or ``key-data`` (base64, written to a private file); data wins,
+    as in client-go."""
+    data = entry.value.get(f"{key}-data")
+    if data:
+        try:
+            return _private_file(base64.b64decode(str(data), validate=True))
+        except ValueError as exc:
+            raise ConfigError(f"{what}: {key}-data is not base64") from exc
+    return entry.path(key)
+
+
+# Keys of a kubeconfig user that name a way to authenticate Podium does not support.
+_UNSUPPORTED = {
+    "auth-provider": "auth-provider plugins (use an exec plugin instead)",
+    "username": "basic authentication (username/password)",
+    "password": "basic authentication (username/password)",
+    "as": "impersonation (as)",
+    "as-uid": "impersonation (as-uid)",
+    "as-groups": "impersonation (as-groups)",
+    "as-user-extra": "impersonation (as-user-extra)",
+}
+
+
+def _pick(config: Kubeconfig, context: str | None) -> tuple[str, _Entry, _Entry | None]:
+    """The context's name, its cluster and its user (None: anonymous)."""
+    name = context or config.current_context
+    if not name:
+        raise ConfigError(f"kubeconfig {config.where()}: no current-context and no --context")
+    chosen = config.contexts.get(name)
+    if chosen is None:
+        raise ConfigError(f"kubeconfig {config.where()}: context {name!r} not found")
+    cluster_name = str(chosen.value.get("cluster") or "")
+    cluster = config.clusters.get(cluster_name)
+    if cluster is None:
+        raise ConfigError(
+            f"kubeconfig {config.where()}: cluster {cluster_name!r} of context {name!r} not found"
+        )
+    user_name = str(chosen.value.get("user") or "")
+    if not user_name:
+        return name, cluster, None
+    user = config.users.get(user_name)
+    if user is None:
+        raise ConfigError(
+            f"kubeconfig {config.where()}: user {user_name!r} of context {name!r} not found"
+        )
+    return name, cluster, user
+
+
+async def _from_kubeconfig(config: Kubeconfig, context: str | None) -> Credentials:
+    name, cluster, user = _pick(config, context)
+    what = f"kubeconfig context {name!r}"
+    server = str(cluster.value.get("server") or "").rstrip("/")
+    if not server:
+        raise ConfigError(f"{what}: the cluster has no server")
+    ca_path = _file_or_data(cluster, "certificate-authority", what)
+    insecure = bool(cluster.value.get("insecure-skip-tls-verify"))
+    if cluster.value.get("tls-server-name"):
+        log.warning("tls_server_name_ignored", context=name, server=server)
+    token: str | None = None
+    tokens: TokenSource | None = None
+    cert_path = key_path = None
+    if user is not None:
+        spec = user.value
+        for key, unsupported in _UNSUPPORTED.items():
+            if spec.get(key):
+                raise ConfigError(f"{what}: {unsupported} is not supported")
+        cert_path = _file_or_data(user, "client-certificate", what)
+        key_path = _file_or_data(user, "client-key", what)
+        if bool(cert_path) != bool(key_path):
+            raise ConfigError(f"{what}: a client certificate needs both certificate and key")
+        if isinstance(spec.get("exec"), dict):
+            plugin = dict(spec["exec"])
+            command = str(plugin.get("command") or "")
+            if os.sep in command:  # a path, not a name looked up in $PATH
+                plugin["command"] = user.resolve(command)
+            tokens = ExecToken(plugin)
+        elif spec.get("tokenFile"):
+            tokens = FileToken(str(user.path("tokenFile")))
+        elif spec.get("token"):
+            token = str(spec["token"])
+    if tokens is not None:
+        token = await tokens.token()  # run or read once now, as client-go does at start
+    if "://" not in server:
+        tls = ca_path or cert_path or insecure
+        server = f"{'https' if tls else 'http'}://{server}"
+    return Credentials(server, ca_path, insecure, token, cert_path, key_path, tokens)
 
 
 async def load_credentials(
-    kubeconfig: str | None = None, context: str | None = None
+    kubeconfig: str | None = None,
+    context: str | None = None,
+    *,
+    environ: Mapping[str, str] = os.environ,
+    service_account: Path = _SERVICE_ACCOUNT,
 ) -> Credentials:
-    """In-cluster service account if present and no kubeconfig is given, else the kubeconfig."""
-    cfg = Configuration()
-    tokens: TokenSource | None = None
-    loader: Any = None
-    if kubeconfig is None:
-        try:
-            k8s_config.load_incluster_config(client_configuration=cfg)  # type: ignore[no-untyped-call]
-            tokens = FileToken(_SERVICE_ACCOUNT_TOKEN)
-        except k8s_config.ConfigException:
-            loader = await k8s_config.load_kube_config(client_configuration=cfg, context=context)
-    else:
-        loader = await k8s_config.load_kube_config(
-            config_file=kubeconfig, client_configuration=cfg, context=context
-        )
-    token = None
-    auth = cfg.api_key.get("authorization") or cfg.api_key.get("BearerToken")
-    if auth:
-        token = auth.removeprefix("Bearer ").strip()
-    if loader is not None:
-        tokens = _token_source(loader, token)
-    if isinstance(tokens, ExecToken) and token:
-        # The loader has just run the plugin: start from its answer.
-        expiry = getattr(loader, "exec_plugin_expiry", None)
-        tokens.seed(token, expiry)
-    return Credentials(
-        server=str(cfg.host or "").rstrip("/"),
-        ca_path=cfg.ssl_ca_cert,
-        insecure=not cfg.verify_ssl,
-        token=token,
-        cert_path=cfg.cert_file,
-        key_path=cfg.key_file,
-        tokens=tokens,
-    )
+    """In-cluster service account if present and no kubeconfig is given, else the kubeconfig.
+
+    Raises ConfigError (a CredentialError) naming what is missing or unsupported.
+    """
+    found = None if kubeconfig else _in_cluster(environ, service_account)
+    if found is not None:
+        server, token_path, ca = found
+        if not ca.exists():
+            log.error("in_cluster_ca_missing", path=str(ca))  # client-go goes on without it
+        tokens = FileToken(token_path)
+        token = await tokens.token()
+        return Credentials(server, str(ca) if ca.exists() else None, token=token, tokens=tokens)
+    files, explicit = kubeconfig_files(kubeconfig, environ)
+    return await _from_kubeconfig(read_kubeconfig(files, explicit), context)
 
 
 def ssl_context(creds: Credentials) -> ssl.SSLContext | bool:

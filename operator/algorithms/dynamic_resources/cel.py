@@ -58,14 +58,15 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, cast
-
-import celpy
-import lark
-from celpy import celtypes
-from celpy.evaluation import CELEvalError, Evaluator
+from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
 from podium.kube.quantity import QuantityError, parse_quantity
+
+if TYPE_CHECKING:  # bound at runtime by _runtime(), on first use
+    import celpy
+    import lark
+    from celpy import celtypes
+    from celpy.evaluation import CELEvalError, Evaluator
 
 __all__ = [
     "CelError",
@@ -552,73 +553,90 @@ def _ident_name(tree: Any) -> str | None:
     return str(token.value) if isinstance(token, lark.Token) else None
 
 
-class _DraEvaluator(Evaluator):
-    """cel-python's evaluator plus ``cel.bind``, namespaced functions and ``min`` on lists."""
+class _Runtime(NamedTuple):
+    env: celpy.Environment
+    default_map: type[celtypes.MapType]
 
-    def sub_evaluator(self, ast: lark.Tree[Any]) -> Evaluator:
-        return _DraEvaluator(ast, activation=self.activation)
 
-    def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
-        member_tree, method = tree.children[0], tree.children[1]
-        name = str(cast(lark.Token, method).value)
-        namespace = _ident_name(member_tree)
-        if namespace == "cel" and name == "bind":
-            return self._bind(tree)
-        if namespace is not None and (namespace, name) in _NAMESPACED:
-            args = (
-                self.visit(cast(lark.Tree[Any], tree.children[2])) if len(tree.children) > 2 else []
-            )
-            for arg in args:
-                if isinstance(arg, CELEvalError):
-                    return arg
-            try:
-                return _NAMESPACED[(namespace, name)](*args)
-            except (TypeError, ValueError) as exc:
-                return CELEvalError("no such overload", type(exc), exc.args)
-        if name == "min":
-            value = self.visit(cast(lark.Tree[Any], member_tree))
+@functools.cache
+def _runtime() -> _Runtime:
+    """cel-python's environment, made when the first selector is compiled or device is read.
+
+    cel-python and lark cost about 16 MiB and their parser tables some more; a cluster
+    without DRA objects never needs them, so ``podium run`` does not import them at start.
+    """
+    global celpy, lark, celtypes, CELEvalError, Evaluator
+    import celpy
+    import lark
+    from celpy import celtypes
+    from celpy.evaluation import CELEvalError, Evaluator
+
+    class _DraEvaluator(Evaluator):
+        """cel-python's evaluator plus ``cel.bind``, namespaced functions and ``min`` on lists."""
+
+        def sub_evaluator(self, ast: lark.Tree[Any]) -> Evaluator:
+            return _DraEvaluator(ast, activation=self.activation)
+
+        def member_dot_arg(self, tree: lark.Tree[Any]) -> Any:
+            member_tree, method = tree.children[0], tree.children[1]
+            name = str(cast(lark.Token, method).value)
+            namespace = _ident_name(member_tree)
+            if namespace == "cel" and name == "bind":
+                return self._bind(tree)
+            if namespace is not None and (namespace, name) in _NAMESPACED:
+                args = (
+                    self.visit(cast(lark.Tree[Any], tree.children[2]))
+                    if len(tree.children) > 2
+                    else []
+                )
+                for arg in args:
+                    if isinstance(arg, CELEvalError):
+                        return arg
+                try:
+                    return _NAMESPACED[(namespace, name)](*args)
+                except (TypeError, ValueError) as exc:
+                    return CELEvalError("no such overload", type(exc), exc.args)
+            if name == "min":
+                value = self.visit(cast(lark.Tree[Any], member_tree))
+                if isinstance(value, CELEvalError):
+                    return value
+                try:
+                    return _fn_min(value)
+                except TypeError as exc:
+                    return CELEvalError("no such overload", type(exc), exc.args)
+            return super().member_dot_arg(tree)
+
+        def _bind(self, tree: lark.Tree[Any]) -> Any:
+            args = cast(lark.Tree[Any], tree.children[2]) if len(tree.children) > 2 else None
+            if args is None or len(args.children) != 3:
+                return CELEvalError("cel.bind() requires 3 arguments")
+            var_tree, init_tree, expr_tree = args.children
+            variable = _ident_name(var_tree)
+            if variable is None:
+                return CELEvalError("cel.bind() variable name must be a simple identifier")
+            value = self.visit(cast(lark.Tree[Any], init_tree))
             if isinstance(value, CELEvalError):
                 return value
+            nested = self.sub_evaluator(ast=cast(lark.Tree[Any], expr_tree))
             try:
-                return _fn_min(value)
-            except TypeError as exc:
-                return CELEvalError("no such overload", type(exc), exc.args)
-        return super().member_dot_arg(tree)
+                return nested.evaluate({variable: value})
+            except CELEvalError as exc:
+                return exc
 
-    def _bind(self, tree: lark.Tree[Any]) -> Any:
-        args = cast(lark.Tree[Any], tree.children[2]) if len(tree.children) > 2 else None
-        if args is None or len(args.children) != 3:
-            return CELEvalError("cel.bind() requires 3 arguments")
-        var_tree, init_tree, expr_tree = args.children
-        variable = _ident_name(var_tree)
-        if variable is None:
-            return CELEvalError("cel.bind() variable name must be a simple identifier")
-        value = self.visit(cast(lark.Tree[Any], init_tree))
-        if isinstance(value, CELEvalError):
-            return value
-        nested = self.sub_evaluator(ast=cast(lark.Tree[Any], expr_tree))
-        try:
-            return nested.evaluate({variable: value})
-        except CELEvalError as exc:
-            return exc
+    class _Runner(celpy.InterpretedRunner):
+        def evaluate(self, context: Any) -> celtypes.Value:
+            return _DraEvaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
 
+    class _DefaultMap(celtypes.MapType):
+        """``device.attributes`` / ``device.capacity``: an unknown domain is an empty map."""
 
-class _Runner(celpy.InterpretedRunner):
-    def evaluate(self, context: Any) -> celtypes.Value:
-        return _DraEvaluator(ast=self.ast, activation=self.new_activation()).evaluate(context)
+        def __getitem__(self, key: Any) -> Any:
+            try:
+                return super().__getitem__(key)
+            except KeyError:
+                return celtypes.MapType({})
 
-
-_ENV = celpy.Environment(runner_class=_Runner)
-
-
-class _DefaultMap(celtypes.MapType):
-    """``device.attributes`` / ``device.capacity``: an unknown domain is an empty map."""
-
-    def __getitem__(self, key: Any) -> Any:
-        try:
-            return super().__getitem__(key)
-        except KeyError:
-            return celtypes.MapType({})
+    return _Runtime(celpy.Environment(runner_class=_Runner), _DefaultMap)
 
 
 # -- compiled selectors ----------------------------------------------------------------------
@@ -708,8 +726,9 @@ def _undeclared(ast: lark.Tree[Any]) -> str | None:
 @functools.lru_cache(maxsize=1024)
 def compile_selector(expression: str) -> CompiledSelector:
     """Compile once per expression string (cel.Cache.GetOrCompile)."""
+    env = _runtime().env
     try:
-        ast = _ENV.compile(expression)
+        ast = env.compile(expression)
     except Exception as exc:  # cel-python raises several parser exception types
         return CompiledSelector(expression, None, f"compilation failed: {exc}")
     undeclared = _undeclared(ast)
@@ -721,7 +740,7 @@ def compile_selector(expression: str) -> CompiledSelector:
     simple = _DRIVER_EQUALS.fullmatch(expression)
     return CompiledSelector(
         expression,
-        _ENV.program(ast, functions=functions),
+        env.program(ast, functions=functions),
         driver_equals=simple[1] if simple else None,
     )
 
@@ -802,6 +821,7 @@ def _split_name(name: str, driver: str) -> tuple[str, str]:
 
 def device_variables(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
     """The ``device`` variable for one Device JSON; CelError for an unparsable attribute."""
+    default_map = _runtime().default_map
     attributes: dict[str, dict[str, Any]] = {}
     for name, attr in (device.get("attributes") or {}).items():
         try:
@@ -826,7 +846,7 @@ def device_variables(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
                 celtypes.StringType("allowMultipleAllocations"): celtypes.BoolType(
                     bool(device.get("allowMultipleAllocations") or False)
                 ),
-                celtypes.StringType("attributes"): _DefaultMap(
+                celtypes.StringType("attributes"): default_map(
                     {
                         celtypes.StringType(d): celtypes.MapType(
                             {celtypes.StringType(k): v for k, v in ids.items()}
@@ -834,7 +854,7 @@ def device_variables(driver: str, device: Mapping[str, Any]) -> dict[str, Any]:
                         for d, ids in attributes.items()
                     }
                 ),
-                celtypes.StringType("capacity"): _DefaultMap(
+                celtypes.StringType("capacity"): default_map(
                     {
                         celtypes.StringType(d): celtypes.MapType(
                             {celtypes.StringType(k): v for k, v in ids.items()}

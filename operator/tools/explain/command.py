@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from podium.kube.credentials import ConfigError
 from podium.tools.explain.cluster import explain_cluster
 from podium.tools.explain.model import ExplainError
 from podium.tools.explain.output import format_table
@@ -77,6 +78,9 @@ def run_explain(args: argparse.Namespace) -> int:
     except (ExplainError, InputError) as exc:
         print(f"podium explain: {exc}", file=sys.stderr)
         return 1
+    except ConfigError as exc:
+        print(f"podium explain: cannot load cluster credentials: {exc}", file=sys.stderr)
+        return 1
     except FileNotFoundError as exc:
         print(f"podium explain: {exc}", file=sys.stderr)
         return 1
@@ -84,9 +88,6 @@ def run_explain(args: argparse.Namespace) -> int:
         print(f"podium explain: cannot reach the API server: {exc}", file=sys.stderr)
         return 1
     except Exception as exc:
-        if type(exc).__name__ == "ConfigException":
-            print(f"podium explain: cannot load cluster credentials: {exc}", file=sys.stderr)
-            return 1
         if type(exc).__module__.startswith("aiohttp"):
             print(f"podium explain: cannot reach the API server: {exc}", file=sys.stderr)
             return 1
