@@ -301,7 +301,9 @@ class Allocator:
         self._on_node = index.on_node
         self._shared = index.shared
         # Available counters per pool, computed on first use (never changes for this state).
-        self._available_counters: dict[tuple[str, str], dict[str, dict[str, Decimal]]] = {}
+        self._available_counters: dict[
+            tuple[tuple[str, str], tuple[int, ...], tuple[int, ...]], dict[str, dict[str, Decimal]]
+        ] = {}
         self.last_reason = ""
         """Why the last ``allocate`` returned None when Go reports it (invalid pools)."""
         self.allocate_one_calls = 0
@@ -334,7 +336,15 @@ class Allocator:
         )
 
     def available_counters(self, pool: Pool) -> dict[str, dict[str, Decimal]]:
-        cached = self._available_counters.get(pool.pool_id)
+        # Keyed by the slices the pool was gathered from, not its name alone: two nodes
+        # can see one pool at different generations, with different counter budgets, and
+        # a result computed here is kept for other pods by the store's outcome cache.
+        key = (
+            pool.pool_id,
+            tuple(id(s) for s in pool.slices_targeting_node),
+            tuple(id(s) for s in pool.slices_not_targeting_node),
+        )
+        cached = self._available_counters.get(key)
         if cached is not None:
             return cached
         available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
@@ -350,7 +360,7 @@ class Allocator:
                         for name, value in counters.items():
                             if name in target:
                                 target[name] -= value
-        self._available_counters[pool.pool_id] = available
+        self._available_counters[key] = available
         return available
 
 

@@ -554,3 +554,41 @@ def test_metadata_update_keeps_parsed_slices(tainted: bool) -> None:
     changed["spec"]["devices"][0]["name"] = "y"
     store.apply("resourceslices", None, changed)
     assert [d.name for d in store.slice_index().all[0].devices] == ["y"]
+
+
+def test_pool_seen_at_two_generations_keeps_each_nodes_counters() -> None:
+    """One pool with a counter budget of 1 on node A (generation 1) and 2 on node B
+    (generation 2): filtering A first must not lend A's budget to B's kept outcome."""
+    store = DraStore()
+    store.apply(
+        "deviceclasses",
+        None,
+        {"metadata": {"name": "gpu"}, "spec": {"selectors": [cel(f'device.driver == "{D}"')]}},
+    )
+    for node, generation, budget in (("A", 1, "1"), ("B", 2, "2")):
+        pool = {"name": "p", "generation": generation, "resourceSliceCount": 2}
+        counters = {"name": "set", "counters": {"c": {"value": budget}}}
+        uses = [{"counterSet": "set", "counters": {"c": {"value": "1"}}}]
+        for suffix, extra in (
+            ("c", {"sharedCounters": [counters]}),
+            ("d", {"devices": [{"name": d, "consumesCounters": uses} for d in ("d1", "d2")]}),
+        ):
+            spec = {"driver": D, "pool": pool, "nodeName": node, **extra}
+            store.apply(
+                "resourceslices", None, {"metadata": {"name": f"{node}-{suffix}"}, "spec": spec}
+            )
+    spec = {"devices": {"requests": [exactly("r", "gpu", count=2)]}}
+    for name in ("c1", "c2"):
+        body = {"metadata": {"name": name, "namespace": NS, "uid": name}, "spec": spec}
+        store.apply("resourceclaims", None, body)
+    a, b = parse_node(make_node("A")), parse_node(make_node("B"))
+    first = prepare(store, pod_with("c1", uid="p1"))
+    assert isinstance(first, PodClaims)
+    assert node_result(first, a, 0) == CANNOT_ALLOCATE
+    assert not isinstance(node_result(first, b, 1), str)
+    second = prepare(store, pod_with("c2", uid="p2"))
+    assert isinstance(second, PodClaims)
+    assert node_result(second, b, 1) != CANNOT_ALLOCATE
+    assert fresh(store, b, [dict(store.claims[f"{NS}/c2"].raw)]) == _plain(
+        node_result(second, b, 1)
+    )
