@@ -30,7 +30,7 @@ import aiohttp
 import orjson
 import structlog
 
-from podium.kube.client import ApiError, KubeClient
+from podium.kube.client import LIST_PAGE, ApiError, KubeClient
 from podium.scheduling.resync import stale_keys
 
 __all__ = ["Deliver", "ListWatch", "ListWatchSettings"]
@@ -44,7 +44,7 @@ Deliver = Callable[["str | None", Mapping[str, Any]], None]
 @dataclass(frozen=True, slots=True)
 class ListWatchSettings:
     # Objects per LIST page, as client-go's reflector pages (500).
-    page: int = 500
+    page: int = LIST_PAGE
     # The server ends a watch after this long; the stream then resumes (kopf's server_timeout).
     server_timeout: float = 300.0
     # A stream silent this much longer than server_timeout is dropped and resumed.

@@ -17,8 +17,8 @@ import asyncio
 import enum
 import math
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 import aiohttp
 import orjson
@@ -29,7 +29,15 @@ from podium.kube.credentials import Credentials, ssl_context
 if TYPE_CHECKING:
     from podium.metrics import Metrics
 
-__all__ = ["ApiError", "Budget", "KubeClient", "TokenBucket", "budget_of"]
+__all__ = [
+    "LIST_PAGE",
+    "ApiError",
+    "Budget",
+    "KubeClient",
+    "TokenBucket",
+    "budget_of",
+    "list_pages",
+]
 
 
 log = structlog.get_logger("podium.kube.client")
@@ -241,6 +249,39 @@ class KubeClient:
 
     async def delete(self, path: str, body: Any = None) -> Any:
         return await self.request("DELETE", path, body)
+
+
+# Objects per page of a LIST: a 5,000-node cluster listed in one answer costs its whole
+# JSON and the parsed copy at once, which sets the process's peak memory.
+LIST_PAGE = 500
+
+
+class _Getter(Protocol):
+    async def get(self, path: str, params: dict[str, str] | None = None) -> Any: ...
+
+
+async def list_pages(client: _Getter, path: str, page: int = LIST_PAGE) -> AsyncIterator[list[Any]]:
+    """The items of a LIST, one page (``limit``/``continue``) at a time.
+
+    An expired continue token (410) starts the list again from the first page: the
+    callers apply items idempotently, so items seen twice do no harm.
+    """
+    token = ""
+    while True:
+        params = {"limit": str(page)}
+        if token:
+            params["continue"] = token
+        try:
+            listed = await client.get(path, params)
+        except ApiError as exc:
+            if exc.status != 410 or not token:
+                raise
+            token = ""
+            continue
+        yield list(listed.get("items") or [])
+        token = str((listed.get("metadata") or {}).get("continue") or "")
+        if not token:
+            return
 
 
 def _retry_after(status: int, header: str | None) -> float | None:

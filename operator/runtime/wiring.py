@@ -29,7 +29,7 @@ from podium.handlers import (
     register_watches,
 )
 from podium.handlers.listwatch import ListWatchSettings
-from podium.kube.client import ApiError, KubeClient
+from podium.kube.client import LIST_PAGE, ApiError, KubeClient
 from podium.kube.credentials import load_credentials
 from podium.kube.leader import LeaderElector, LeaseSettings, LostLeadership
 from podium.metrics import Metrics
@@ -186,6 +186,8 @@ def build_registry(
         settings.watching.server_timeout = int(options.watch_timeout)
         settings.watching.client_timeout = int(options.watch_timeout) + 30
         settings.watching.connect_timeout = 30
+        # kopf lists a kind in one answer unless told otherwise; pages keep the peak down.
+        settings.watching.chunk_size = LIST_PAGE
         settings.networking.request_timeout = 60
         settings.networking.error_backoffs = _RetryForever()
         settings.persistence.diffbase_storage = _NoDiffBase()

@@ -39,7 +39,7 @@ from podium.framework.decision import EVENT, build_record
 from podium.framework.plugin import ClusterEvent, PluginError
 from podium.framework.preemption import evaluate
 from podium.framework.profile import Profile
-from podium.kube.client import ApiError, KubeClient
+from podium.kube.client import ApiError, KubeClient, list_pages
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.kube.pdb import Pdb, parse_pdb
 from podium.kube.resources import requests_decreased
@@ -373,35 +373,32 @@ class PodiumScheduler:
         empty cluster. Watch events that race with this list are harmless:
         every handler is level-triggered and idempotent.
         """
-        namespaces = await client.get("/api/v1/namespaces")
-        for item in namespaces.get("items") or []:
-            self.on_namespace(None, item)
-        nodes = await client.get("/api/v1/nodes")
-        for item in nodes.get("items") or []:
-            self.on_node(None, item)
+        async for items in list_pages(client, "/api/v1/namespaces"):
+            for item in items:
+                self.on_namespace(None, item)
+        async for items in list_pages(client, "/api/v1/nodes"):
+            for item in items:
+                self.on_node(None, item)
         # Storage for the volume plugins, selectors for default spreading: a kind that
         # cannot be listed leaves its plugin seeing none of it, as without the watch.
         for store in self._object_stores():
             for kind, path in store.kinds.items():
                 try:
-                    listed = await client.get(path)
+                    async for items in list_pages(client, path):
+                        for item in items:
+                            store.apply(kind, None, item)
                 except ApiError as exc:
                     log.warning("list_failed", kind=kind, error=str(exc))
-                    continue
-                for item in listed.get("items") or []:
-                    store.apply(kind, None, item)
         try:
-            pdbs = await client.get("/apis/policy/v1/poddisruptionbudgets")
+            async for items in list_pages(client, "/apis/policy/v1/poddisruptionbudgets"):
+                for item in items:
+                    self.on_pdb(None, item)
         except ApiError as exc:  # preemption then ignores budgets
             log.warning("pdb_list_failed", error=str(exc))
-        else:
-            for item in pdbs.get("items") or []:
-                self.on_pdb(None, item)
-        pods = await client.get("/api/v1/pods")
-        for index, item in enumerate(pods.get("items") or []):
-            self.on_pod(None, item)
-            if index % 500 == 499:
-                await asyncio.sleep(0)  # the loop's other tasks run between batches
+        async for items in list_pages(client, "/api/v1/pods"):
+            for item in items:
+                self.on_pod(None, item)
+            await asyncio.sleep(0)  # the loop's other tasks run between pages
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
     # -- the scheduling loop ------------------------------------------------------------

@@ -58,7 +58,7 @@ class _Client:
     def __init__(self, items: dict[str, list[dict[str, Any]]]) -> None:
         self.items = items
 
-    async def get(self, path: str) -> dict[str, Any]:
+    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
         return {"metadata": {"resourceVersion": "10"}, "items": self.items.get(path, [])}
 
 
