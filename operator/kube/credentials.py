@@ -195,7 +195,12 @@ class ExecToken(_CachedToken):
             raise CredentialError("exec plugin: no command")
         self.argv = [command, *(str(a) for a in spec.get("args") or [])]
         self.api_version = str(spec.get("apiVersion") or "client.authentication.k8s.io/v1")
-        self.env = {str(e["name"]): str(e["value"]) for e in spec.get("env") or []}
+        try:
+            self.env = {str(e["name"]): str(e["value"]) for e in spec.get("env") or []}
+        except (KeyError, TypeError) as exc:
+            raise CredentialError(
+                f"exec plugin {command}: env entries need a name and a value"
+            ) from exc
         self.wall = wall
         self.timeout = timeout
         self._expires: datetime | None = None
@@ -374,7 +379,8 @@ def read_kubeconfig(files: list[Path], explicit: bool = False) -> Kubeconfig:
             target: dict[str, _Entry] = getattr(merged, key)
             for item in data.get(key) or []:
                 if not isinstance(item, dict) or not isinstance(item.get(inner) or {}, dict):
-                    raise ConfigError(f"kubeconfig {path}: malformed {key} entry {item!r}")
+                    # The entry itself is not quoted: it may hold a token or a key.
+                    raise ConfigError(f"kubeconfig {path}: malformed {key} entry")
                 name = str(item.get("name") or "")
                 if name in seen:
                     raise ConfigError(f"kubeconfig {path}: duplicate name {name!r} in {key}")
@@ -417,7 +423,9 @@ def _file_or_data(entry: _Entry, key: str, what: str) -> str | None:
     data = entry.value.get(f"{key}-data")
     if data:
         try:
-            return _private_file(base64.b64decode(str(data), validate=True))
+            # Go's decoder skips line breaks, so base64 wrapped over lines is accepted.
+            text = "".join(str(data).split())
+            return _private_file(base64.b64decode(text, validate=True))
         except ValueError as exc:
             raise ConfigError(f"{what}: {key}-data is not base64") from exc
     return entry.path(key)
@@ -468,6 +476,11 @@ async def _from_kubeconfig(config: Kubeconfig, context: str | None) -> Credentia
         raise ConfigError(f"{what}: the cluster has no server")
     ca_path = _file_or_data(cluster, "certificate-authority", what)
     insecure = bool(cluster.value.get("insecure-skip-tls-verify"))
+    if insecure and ca_path:
+        # client-go's validation refuses the pair rather than silently not verifying.
+        raise ConfigError(
+            f"{what}: specifying a root certificates file with the insecure flag is not allowed"
+        )
     if cluster.value.get("tls-server-name"):
         log.warning("tls_server_name_ignored", context=name, server=server)
     token: str | None = None

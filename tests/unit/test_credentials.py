@@ -341,8 +341,13 @@ def private(path: str) -> bytes:
             {"token": "t"},
             {"ca": None, "cert": None, "key": None, "insecure": True},
         ),
+        (  # base64 wrapped over lines, as a YAML block scalar holds it
+            {"server": "https://s", "certificate-authority-data": f"{CA[:4]}\n{CA[4:]}\n"},
+            {"token": "t"},
+            {"ca": b"ca-pem"},
+        ),
     ],
-    ids=["relative-files", "data", "data-wins", "insecure"],
+    ids=["relative-files", "data", "data-wins", "insecure", "wrapped-base64"],
 )
 async def test_kubeconfig_tls_files_and_data(
     tmp_path: Path, cluster: dict[str, Any], user: dict[str, Any], expected: dict[str, Any]
@@ -499,6 +504,27 @@ async def test_explicit_kubeconfig_wins_over_in_cluster(tmp_path: Path) -> None:
             None,
             "duplicate name 'c' in clusters",
         ),
+        (
+            config(
+                {
+                    "c": {
+                        "server": "https://s",
+                        "certificate-authority-data": base64.b64encode(b"ca").decode(),
+                        "insecure-skip-tls-verify": True,
+                    }
+                },
+                {},
+                {"x": {"cluster": "c"}},
+                "x",
+            ),
+            None,
+            "root certificates file with the insecure flag is not allowed",
+        ),
+        (
+            {"users": [{"name": "u", "user": "secret-token"}]},
+            None,
+            r"malformed users entry$",
+        ),
     ],
     ids=[
         "missing-file",
@@ -514,6 +540,8 @@ async def test_explicit_kubeconfig_wins_over_in_cluster(tmp_path: Path) -> None:
         "not-mapping",
         "not-yaml",
         "duplicate",
+        "ca-and-insecure",
+        "malformed-entry-not-quoted",
     ],
 )
 async def test_kubeconfig_errors_say_what_is_wrong(
@@ -537,3 +565,9 @@ async def test_anonymous_user_and_a_server_without_scheme(tmp_path: Path) -> Non
     plain = config({"c": {"server": "127.0.0.1:8080/"}}, {}, {"x": {"cluster": "c"}}, "x")
     creds = await load_credentials(str(write(tmp_path / "k", plain)))
     assert (creds.server, creds.token, creds.tokens) == ("http://127.0.0.1:8080", None, None)
+
+
+@pytest.mark.parametrize("env", [[{"name": "FOO"}], ["FOO=1"]], ids=["no-value", "not-mapping"])
+def test_exec_env_entries_need_name_and_value(env: list[Any]) -> None:
+    with pytest.raises(CredentialError, match="env entries need a name and a value"):
+        ExecToken({"command": "plugin", "env": env})
