@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import random
 import time
 from collections.abc import Callable, Mapping
@@ -373,32 +374,21 @@ class PodiumScheduler:
         empty cluster. Watch events that race with this list are harmless:
         every handler is level-triggered and idempotent.
         """
-        async for items in list_pages(client, "/api/v1/namespaces"):
-            for item in items:
-                self.on_namespace(None, item)
-        async for items in list_pages(client, "/api/v1/nodes"):
-            for item in items:
-                self.on_node(None, item)
+        await _apply_listed(client, "/api/v1/namespaces", self.on_namespace)
+        await _apply_listed(client, "/api/v1/nodes", self.on_node)
         # Storage for the volume plugins, selectors for default spreading: a kind that
         # cannot be listed leaves its plugin seeing none of it, as without the watch.
         for store in self._object_stores():
             for kind, path in store.kinds.items():
                 try:
-                    async for items in list_pages(client, path):
-                        for item in items:
-                            store.apply(kind, None, item)
+                    await _apply_listed(client, path, functools.partial(store.apply, kind))
                 except ApiError as exc:
                     log.warning("list_failed", kind=kind, error=str(exc))
         try:
-            async for items in list_pages(client, "/apis/policy/v1/poddisruptionbudgets"):
-                for item in items:
-                    self.on_pdb(None, item)
+            await _apply_listed(client, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
         except ApiError as exc:  # preemption then ignores budgets
             log.warning("pdb_list_failed", error=str(exc))
-        async for items in list_pages(client, "/api/v1/pods"):
-            for item in items:
-                self.on_pod(None, item)
-            await asyncio.sleep(0)  # the loop's other tasks run between pages
+        await _apply_listed(client, "/api/v1/pods", self.on_pod)
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
     # -- the scheduling loop ------------------------------------------------------------
@@ -821,3 +811,14 @@ class PodiumScheduler:
     # -- introspection --------------------------------------------------------------------
     def pending(self) -> dict[str, int]:
         return self.queue.counts()
+
+
+async def _apply_listed(
+    client: KubeClient, path: str, apply: Callable[[None, Any], object]
+) -> None:
+    """Hand every listed object to ``apply`` as a watch's listing would, a page at a time;
+    the loop's other tasks run between pages."""
+    async for items in list_pages(client, path):
+        for item in items:
+            apply(None, item)
+        await asyncio.sleep(0)
