@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.e2e.differential.kube_scores import KubeLog, Scoring
+from tests.e2e.differential.kube_scores import GROUP_SCHEDULED, KubeLog, Scoring
 
 _PREFIX = "I1204 10:29:15.373883   26083 schedule_one.go:117] "
 
@@ -91,3 +91,15 @@ async def test_events_count_only_after_the_mark(tmp_path: Path) -> None:
     await log.wait_events([("Update event for scheduled pod", "ns/p")], after=mark)
     with pytest.raises(TimeoutError, match="n1"):
         await log.wait_events([("Add event for node", "n1")], after=mark, timeout=0.1)
+
+
+def test_a_scheduled_pod_group_is_found_by_its_key(tmp_path: Path) -> None:
+    path = tmp_path / "kube-scheduler.log"
+    log = KubeLog(path)
+    path.touch()
+    mark = log.mark()
+    scheduled = '"Successfully scheduled a pod group" podGroupType="podgroup" podGroup="ns/{}" '
+    _write(path, scheduled.format("g1") + "scheduledPods=4 unschedulablePods=0")
+    assert log.logged(GROUP_SCHEDULED, "ns/g1", mark)
+    assert not log.logged(GROUP_SCHEDULED, "ns/g2", mark)
+    assert not log.logged(GROUP_SCHEDULED, "ns/g1", log.mark())

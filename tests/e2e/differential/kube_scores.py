@@ -12,8 +12,8 @@ API server, so they are complete once the harness has seen that decision.
 
 The same log shows when kube-scheduler's informers delivered a node or a
 bound pod (add, update, delete events), so a harness can wait for those
-instead of sleeping. The file is read incrementally: a long run costs one
-pass over it.
+instead of sleeping, and when a cycle scheduled a pod group. The file is read
+incrementally: a long run costs one pass over it.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ NODE_DELETED = "Delete event for node"
 POD_ADDED = "Add event for scheduled pod"
 POD_UPDATED = "Update event for scheduled pod"
 POD_DELETED = "Delete event for scheduled pod"
-_EVENTS = (NODE_ADDED, NODE_DELETED, POD_ADDED, POD_UPDATED, POD_DELETED)
+GROUP_SCHEDULED = "Successfully scheduled a pod group"
+_EVENTS = (NODE_ADDED, NODE_DELETED, POD_ADDED, POD_UPDATED, POD_DELETED, GROUP_SCHEDULED)
 _LINE = re.compile(
     '"(?P<msg>'
     + "|".join(re.escape(m) for m in (ATTEMPT, SCORE, BOUND, HINT, *_EVENTS))
@@ -107,7 +108,8 @@ class KubeLog:
         msg = match["msg"]
         pairs = {k: v.strip('"') for k, v in _PAIR.findall(match["rest"])}
         if msg in _EVENTS:
-            self._events[(msg, pairs.get("pod") or pairs.get("node", ""))] = offset
+            subject = pairs.get("pod") or pairs.get("node") or pairs.get("podGroup", "")
+            self._events[(msg, subject)] = offset
             return
         cycles = self._cycles.setdefault(pairs["pod"], [])
         if msg == ATTEMPT:
@@ -149,6 +151,11 @@ class KubeLog:
             await wait_for(lambda: not missing(), timeout=timeout, interval=0.02)
         except TimeoutError:
             raise TimeoutError(f"kube-scheduler never logged {missing()}") from None
+
+    def logged(self, message: str, subject: str, after: int) -> bool:
+        """Whether kube-scheduler logged the (message, object) event since ``after``."""
+        self._read()
+        return self._events.get((message, subject), -1) >= after
 
     def cycle(self, namespace: str, name: str, after: int, before: int) -> Scoring:
         """The pod's last scheduling cycle begun between two marks.
