@@ -1,8 +1,9 @@
 """A small async REST client for the few calls the scheduler makes itself.
 
-kopf owns the watches. Binding, status patches and Events go through one
-shared aiohttp connection pool with orjson bodies, which is much cheaper per
-call than the generated kubernetes-asyncio models. A 401 is answered by one
+kopf owns most watches. Binding, status patches, Events and reads go through
+one pool of keep-alive connections (``podium.kube.http``) with orjson bodies,
+which is much cheaper per call than aiohttp or the generated kubernetes-asyncio
+models; the pod watch streams through ``session`` (aiohttp). A 401 is answered by one
 re-authentication (``podium.kube.credentials``), never a loop.
 
 The client is also a polite one: it waits as long as a 429 or 5xx answer's
@@ -16,15 +17,18 @@ from __future__ import annotations
 import asyncio
 import enum
 import math
+import ssl
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
+from urllib.parse import urlencode
 
 import aiohttp
 import orjson
 import structlog
 
 from podium.kube.credentials import Credentials, ssl_context
+from podium.kube.http import ConnectionPool
 
 if TYPE_CHECKING:
     from podium.metrics import Metrics
@@ -135,8 +139,13 @@ class KubeClient:
     ) -> None:
         self.creds = creds
         self.timeout = aiohttp.ClientTimeout(total=timeout)
-        self._connector_args = {"limit": pool_size, "ssl": ssl_context(creds)}
+        context = ssl_context(creds)
+        self._connector_args = {"limit": pool_size, "ssl": context}
         self._session: aiohttp.ClientSession | None = None
+        self._pool = ConnectionPool(
+            creds.server, context if isinstance(context, ssl.SSLContext) else None, pool_size
+        )
+        self._request_timeout = timeout
         self._headers = {"Accept": "application/json", "User-Agent": "podium"}
         burst = burst or max(1, math.ceil(2 * qps))
         self.limits = {budget: TokenBucket(qps, burst, sleep=sleep) for budget in Budget}
@@ -157,6 +166,7 @@ class KubeClient:
         return self._session
 
     async def close(self) -> None:
+        await self._pool.close()
         if self._session is not None:
             await self._session.close()
 
@@ -168,15 +178,14 @@ class KubeClient:
         headers: dict[str, str],
         params: dict[str, str] | None,
     ) -> tuple[int, str | None, Any]:
-        async with self.session.request(
-            method, self.creds.server + path, data=data, headers=headers, params=params
-        ) as resp:
-            raw = await resp.read()
-            try:
-                payload = orjson.loads(raw) if raw else None
-            except orjson.JSONDecodeError:
-                payload = raw.decode(errors="replace")
-            return resp.status, resp.headers.get("Retry-After"), payload
+        target = f"{path}?{urlencode(params)}" if params else path
+        answer = await self._pool.request(method, target, headers, data, self._request_timeout)
+        raw = answer.body
+        try:
+            payload = orjson.loads(raw) if raw else None
+        except orjson.JSONDecodeError:
+            payload = raw.decode(errors="replace")
+        return answer.status, answer.headers.get("retry-after"), payload
 
     async def request(
         self,
