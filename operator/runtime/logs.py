@@ -2,14 +2,14 @@
 
 Podium writes a decision record per scheduled pod, so its own records skip the
 stdlib ``logging`` module: a filtering bound logger drops records below
-``--log-level`` before any processor runs, the processors render the line,
-and one write per record puts it on stderr (JSON as orjson bytes on stderr's
-binary buffer). kopf and aiohttp log through stdlib ``logging``; the root
-logger's handler renders their records with the same processors through
-structlog's ProcessorFormatter, so both kinds of line carry the same keys.
-Podium's writer looks ``sys.stderr`` up at each write, so a swapped stream
-(pytest's capture) gets the lines. ``demo`` is for ``make demo``: one short line per
-record, a decision as "pod -> node" or the reason it is unschedulable.
+``--log-level`` before any processor runs, the processors render the line, and
+one write per record puts it on stderr (JSON as orjson bytes on stderr's binary
+buffer). The writer looks ``sys.stderr`` up at each write, so a swapped stream
+(pytest's capture) gets the lines. kopf and aiohttp log through ``logging``;
+the root logger's handler renders their records with the same processors
+through structlog's ProcessorFormatter, so both kinds of line carry the same
+keys. ``demo`` is for ``make demo``: one short line per record, a decision as
+"pod -> node" or the reason it is unschedulable.
 """
 
 from __future__ import annotations

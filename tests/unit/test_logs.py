@@ -353,3 +353,19 @@ def test_records_follow_the_current_stderr(
         log.info("cache_primed", nodes=3)
     [line] = written().splitlines()
     assert json.loads(line)["event"] == "cache_primed", name
+
+
+class ClosedPipe(io.StringIO):
+    """stderr whose reader has gone: every write fails as a closed pipe does."""
+
+    def write(self, _: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+
+@pytest.mark.parametrize("fmt", ["json", "demo", "console"])
+def test_a_failed_write_does_not_reach_the_caller(fmt: LogFormat) -> None:
+    configure_logging(fmt, "INFO")
+    log = structlog.get_logger(LOGGER)
+    with contextlib.redirect_stderr(ClosedPipe()):
+        log.info("decision", pod="web-0", namespace="shop", result="scheduled", node="n")
+        log.warning("lease_renew_failed", error="x")
