@@ -1,13 +1,20 @@
 """structlog JSON (or console) logging for Podium and for kopf's own records.
 
-kopf logs through the stdlib ``logging`` module; routing the root logger
-through structlog's ProcessorFormatter gives both the same renderer, ISO UTC
-timestamps and stable keys. ``demo`` is for ``make demo``: one short line
-per record, a decision as "pod -> node" or the reason it is unschedulable.
+Podium writes a decision record per scheduled pod, so its own records skip the
+stdlib ``logging`` module: a filtering bound logger drops records below
+``--log-level`` before any processor runs, the processors render the line, and
+one write per record puts it on stderr (JSON as orjson bytes on stderr's binary
+buffer). The writer looks ``sys.stderr`` up at each write, so a swapped stream
+(pytest's capture) gets the lines. kopf and aiohttp log through ``logging``;
+the root logger's handler renders their records with the same processors
+through structlog's ProcessorFormatter, so both kinds of line carry the same
+keys. ``demo`` is for ``make demo``: one short line per record, a decision as
+"pod -> node" or the reason it is unschedulable.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import sys
 from typing import Literal
@@ -40,6 +47,61 @@ def _kopf_extras(
 def _dumps(value: object, **_: object) -> str:
     """orjson for the JSON renderer: about 8x faster than json.dumps on a decision record."""
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+_LINE = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+
+
+def _json_line(_: object, __: str, event: structlog.typing.EventDict) -> bytes:
+    """Podium's own record as the bytes of one JSON line: ``_dumps`` plus the newline."""
+    try:
+        return orjson.dumps(event, default=str, option=_LINE)
+    except orjson.JSONEncodeError:
+        # orjson refuses lone surrogates and integers past 64 bits; the record still goes out.
+        return (json.dumps(event, default=str) + "\n").encode()
+
+
+class _Stderr:
+    """structlog's wrapped logger: one write of the rendered line to the current sys.stderr.
+
+    ``name`` is what structlog.get_logger was given, for the ``logger`` key. A
+    failed write is dropped, as logging's handlers drop it: a log that cannot be
+    written must not stop scheduling.
+    """
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str = "") -> None:
+        self.name = name
+
+
+class _JsonStderr(_Stderr):
+    def msg(self, line: bytes) -> None:
+        stream = sys.stderr
+        buffer = getattr(stream, "buffer", None)
+        try:
+            if buffer is None:
+                stream.write(line.decode())
+                stream.flush()
+            else:
+                buffer.write(line)
+                buffer.flush()
+        except OSError:
+            pass
+
+    debug = info = warning = error = critical = msg
+
+
+class _TextStderr(_Stderr):
+    def msg(self, line: str) -> None:
+        stream = sys.stderr
+        try:
+            stream.write(line + "\n")
+            stream.flush()
+        except OSError:
+            pass
+
+    debug = info = warning = error = critical = msg
 
 
 def _short(value: object) -> str:
@@ -80,34 +142,48 @@ def demo_line(_: object, __: str, event: structlog.typing.EventDict) -> str:
 
 
 def configure_logging(fmt: LogFormat = "json", level: str = "INFO") -> None:
+    """Send Podium's records straight to stderr and other libraries' through the root logger.
+
+    Calling it again replaces the configuration rather than adding to it (the
+    root logger keeps a single handler). A structlog logger keeps the
+    configuration of its first use (cache_logger_on_first_use), so configure
+    before Podium logs.
+    """
     shared: list[structlog.typing.Processor] = [
         structlog.contextvars.merge_contextvars,
         structlog.stdlib.add_log_level,
         structlog.stdlib.add_logger_name,
         structlog.processors.TimeStamper(fmt="iso", utc=True),
     ]
-    renderer: structlog.typing.Processor
+    own: structlog.typing.Processor
+    foreign: structlog.typing.Processor
+    writer: type[_Stderr]
     if fmt == "json":
-        renderer = structlog.processors.JSONRenderer(serializer=_dumps)
+        own, foreign, writer = (
+            _json_line,
+            structlog.processors.JSONRenderer(serializer=_dumps),
+            _JsonStderr,
+        )
     elif fmt == "demo":
-        renderer = demo_line
+        own = foreign = demo_line
+        writer = _TextStderr
     else:
-        renderer = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        own = foreign = structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())
+        writer = _TextStderr
     structlog.configure(
         processors=[
             *shared,
-            structlog.stdlib.PositionalArgumentsFormatter(),
             structlog.processors.StackInfoRenderer(),
             structlog.processors.format_exc_info,
-            structlog.stdlib.ProcessorFormatter.wrap_for_formatter,
+            own,
         ],
-        logger_factory=structlog.stdlib.LoggerFactory(),
-        wrapper_class=structlog.stdlib.BoundLogger,
+        logger_factory=writer,
+        wrapper_class=structlog.make_filtering_bound_logger(level),
         cache_logger_on_first_use=True,
     )
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[*shared, structlog.stdlib.ExtraAdder(), _kopf_extras],
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, foreign],
     )
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(formatter)
