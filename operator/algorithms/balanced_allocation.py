@@ -39,14 +39,29 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
         requested, allocated, allocatable = [], [], []
         for resource in self.resources:
             with_pod, capacity = requested_and_allocatable(cycle, nodes, resource, True)
-            pod_amount = cycle.pod.requests.get(resource, 0)
             requested.append(with_pod)
-            allocated.append(np.where(capacity != 0, with_pod - pod_amount, 0))
             allocatable.append(capacity)
+        half = MAX_NODE_SCORE // 2
+        if len(allocatable) == 2 and allocatable[0].all() and allocatable[1].all():
+            # Two resources on every node: both balances from one (2, 2, n) array.
+            pods = cycle.pod.requests
+            used = np.empty((2, 2, len(nodes)), dtype=np.float64)
+            used[0, 0] = requested[0]
+            used[0, 1] = requested[1]
+            used[1, 0] = requested[0] - pods.get(self.resources[0], 0)
+            used[1, 1] = requested[1] - pods.get(self.resources[1], 0)
+            fractions = np.minimum(np.divide(used, allocatable, out=used), 1.0, out=used)
+            spread = fractions[:, 0] - fractions[:, 1]
+            spread /= 2
+            balance = ((1 - np.abs(spread, out=spread)) * MAX_NODE_SCORE).astype(np.int64)
+            delta: IntArray = half + (half + balance[0] - balance[1]) // 2
+            return delta
+        for resource, with_pod, capacity in zip(self.resources, requested, allocatable, strict=True):
+            pod_amount = cycle.pod.requests.get(resource, 0)
+            allocated.append(np.where(capacity != 0, with_pod - pod_amount, 0))
         cap = np.array(allocatable)
         with_pod_score = _balance(np.array(requested), cap)
         without_pod_score = _balance(np.array(allocated), cap)
-        half = MAX_NODE_SCORE // 2
         return half + (half + with_pod_score - without_pod_score) // 2
 
 

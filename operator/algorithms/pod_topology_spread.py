@@ -54,7 +54,6 @@ from podium.state.rows import LabelCodes, label_codes
 
 if TYPE_CHECKING:
     from podium.kube.objects import PodInfo
-    from podium.state.selectors import SelectorStore
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_LABEL = REASON + " (missing required label)"
@@ -225,18 +224,25 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
         self.system_defaulted, self.defaults = _validate_defaults(self.args)
+        self._parsed_defaults: dict[str, tuple[Constraint, ...]] = {}
 
     # -- constraints ---------------------------------------------------------------
-    def constraints(
-        self, pod: PodInfo, action: str, selectors: SelectorStore
-    ) -> tuple[Constraint, ...]:
+    def constraints(self, cycle: Cycle, action: str) -> tuple[Constraint, ...]:
         """getConstraints: the pod's own, or the defaults with DefaultSelector's selector."""
+        pod = cycle.pod
         if pod.topology_spread:
             return parse_constraints(pod.topology_spread, pod.labels, action)
-        defaults = parse_constraints(self.defaults, pod.labels, action)
+        # The defaults' own selectors are replaced below, so neither their parse (the only
+        # use of the pod's labels) nor the pod's default selector changes within a cycle.
+        defaults = self._parsed_defaults.get(action)
+        if defaults is None:
+            defaults = self._parsed_defaults[action] = parse_constraints(self.defaults, {}, action)
         if not defaults:
             return ()
-        selector = selectors.default_selector(pod)
+        selector: Selector | None = cycle.state.get("PodTopologySpread/defaultSelector")
+        if selector is None:
+            selector = cycle.snapshot.selectors.default_selector(pod)
+            cycle.state["PodTopologySpread/defaultSelector"] = selector
         if selector.empty:
             return ()
         return tuple(replace(c, selector=selector) for c in defaults)
@@ -298,7 +304,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         return None
 
     def _filter_state(self, cycle: Cycle) -> _FilterState | None:
-        constraints = self.constraints(cycle.pod, DO_NOT_SCHEDULE, cycle.snapshot.selectors)
+        constraints = self.constraints(cycle, DO_NOT_SCHEDULE)
         if not constraints:
             return None
         snap = cycle.snapshot
@@ -381,7 +387,7 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         snap, pod = cycle.snapshot, cycle.pod
         if not len(snap):
             return False
-        constraints = self.constraints(pod, SCHEDULE_ANYWAY, snap.selectors)
+        constraints = self.constraints(cycle, SCHEDULE_ANYWAY)
         if not constraints:
             return False
         require_all = bool(pod.topology_spread) or not self.system_defaulted

@@ -211,6 +211,21 @@ def run_filters(
         rejections = plugin.filter(cycle, alive)
         if not rejections:
             continue
+        if len(rejections) == 1:
+            # One reason: its mask is the verdict, no union to build.
+            only = rejections[0]
+            rejected = only.mask
+            if diagnosis is not None:
+                count = int(np.count_nonzero(rejected))
+                diagnosis.reasons[only.reason] += count
+                if count:
+                    diagnosis.status[alive[rejected]] = (
+                        UNRESOLVABLE if only.unresolvable else UNSCHEDULABLE
+                    )
+                    diagnosis.plugin[alive[rejected]] = position
+                    diagnosis.rejected_by.add(plugin.name)
+            alive = alive[~rejected]
+            continue
         rejected = np.zeros(alive.size, dtype=bool)
         unresolvable = np.zeros(alive.size, dtype=bool)
         for rejection in rejections:
@@ -218,7 +233,7 @@ def run_filters(
             if rejection.unresolvable:
                 unresolvable |= rejection.mask
             if diagnosis is not None:
-                diagnosis.reasons[rejection.reason] += int(rejection.mask.sum())
+                diagnosis.reasons[rejection.reason] += int(np.count_nonzero(rejection.mask))
         if diagnosis is not None and rejected.any():
             hit = alive[rejected]
             diagnosis.status[hit] = np.where(unresolvable[rejected], UNRESOLVABLE, UNSCHEDULABLE)
@@ -360,7 +375,13 @@ def _find_feasible(
         fit = run_filters(profile, cycle, nodes, diagnosis)
         if found + fit.size >= wanted:
             fit = fit[: wanted - found]
-            last = int(np.flatnonzero(nodes == fit[-1])[0]) if fit.size else -1
+            if not fit.size:
+                last = -1
+            elif order is None:
+                # nodes[i] is (next_start + start + i) % total, with i < total.
+                last = (int(fit[-1]) - state.next_start - start) % total
+            else:
+                last = int(np.flatnonzero(nodes == fit[-1])[0])
             processed = start + last + 1
             feasible.append(fit)
             found = wanted
@@ -371,7 +392,12 @@ def _find_feasible(
     if total:
         state.next_start = (state.next_start + processed) % total
 
-    candidates = np.concatenate(feasible) if feasible else np.zeros(0, dtype=np.intp)
+    if len(feasible) == 1:
+        candidates = feasible[0]
+    elif feasible:
+        candidates = np.concatenate(feasible)
+    else:
+        candidates = np.zeros(0, dtype=np.intp)
     return candidates, processed
 
 
@@ -396,7 +422,7 @@ def _score(
             continue
         raw = scorer.score(cycle, candidates)
         normalized = scorer.normalize(cycle, candidates, raw)
-        totals += normalized * weight
+        totals += normalized if weight == 1 else normalized * weight
         if record:
             placement.plugin_scores[scorer.name] = normalized
     best = np.flatnonzero(totals == totals.max())
