@@ -56,7 +56,9 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
             balance = ((1 - np.abs(spread, out=spread)) * MAX_NODE_SCORE).astype(np.int64)
             delta: IntArray = half + (half + balance[0] - balance[1]) // 2
             return delta
-        for resource, with_pod, capacity in zip(self.resources, requested, allocatable, strict=True):
+        for resource, with_pod, capacity in zip(
+            self.resources, requested, allocatable, strict=True
+        ):
             pod_amount = cycle.pod.requests.get(resource, 0)
             allocated.append(np.where(capacity != 0, with_pod - pod_amount, 0))
         cap = np.array(allocatable)
