@@ -42,10 +42,15 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
             requested.append(with_pod)
             allocatable.append(capacity)
         half = MAX_NODE_SCORE // 2
-        if len(allocatable) == 2 and allocatable[0].all() and allocatable[1].all():
+        n = len(nodes)
+        if (
+            len(allocatable) == 2
+            and np.count_nonzero(allocatable[0]) == n
+            and np.count_nonzero(allocatable[1]) == n
+        ):
             # Two resources on every node: both balances from one (2, 2, n) array.
             pods = cycle.pod.requests
-            used = np.empty((2, 2, len(nodes)), dtype=np.float64)
+            used = np.empty((2, 2, n), dtype=np.float64)
             used[0, 0] = requested[0]
             used[0, 1] = requested[1]
             used[1, 0] = requested[0] - pods.get(self.resources[0], 0)

@@ -135,12 +135,17 @@ class ImageLocality(ScorePlugin):
         snap = cycle.snapshot
         names, count = pod_images(cycle.pod)
         total = len(snap)
-        sums = np.zeros(total, dtype=np.int64)
+        sums: IntArray | None = None
         if total:
             index = image_index(snap)
             for name in names:
                 rows, sizes = index.rows(name)
                 if rows.size:
+                    if sums is None:
+                        sums = np.zeros(total, dtype=np.int64)
                     spread = float(rows.size) / float(total)
                     sums[rows] += (sizes.astype(np.float64) * spread).astype(np.int64)
+        if sums is None:
+            # No node has any of the images: every sum clamps to MIN_THRESHOLD, scoring 0.
+            return np.zeros(len(nodes), dtype=np.int64)
         return calculate_priority(sums[nodes], count)

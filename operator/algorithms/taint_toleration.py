@@ -41,7 +41,7 @@ class TaintToleration(FilterPlugin, ScorePlugin):
 
     def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
         snap = cycle.snapshot
-        tainted = np.flatnonzero(snap.tainted[nodes])
+        tainted = snap.tainted[nodes].nonzero()[0]
         if tainted.size == 0:
             return []
         tolerations = cycle.pod.tolerations
@@ -66,7 +66,7 @@ class TaintToleration(FilterPlugin, ScorePlugin):
             t for t in cycle.pod.tolerations if t.effect in ("", "PreferNoSchedule")
         )
         soft = frozenset({"PreferNoSchedule"})
-        for pos in np.flatnonzero(snap.tainted[nodes]):
+        for pos in snap.tainted[nodes].nonzero()[0]:
             out[pos] = len(untolerated(snap.nodes[nodes[pos]].taints, tolerations, soft))
         return out
 

@@ -425,7 +425,7 @@ def _score(
         totals += normalized if weight == 1 else normalized * weight
         if record:
             placement.plugin_scores[scorer.name] = normalized
-    best = np.flatnonzero(totals == totals.max())
+    best = (totals == totals.max()).nonzero()[0]
     choice = int(best[state.rng.randrange(best.size)]) if best.size > 1 else int(best[0])
     placement.node = snapshot.names[int(candidates[choice])]
     placement.score_seconds = time.perf_counter() - score_started
