@@ -19,6 +19,12 @@ import numpy as np
 import pytest
 
 from podium.algorithms.balanced_allocation import NodeResourcesBalancedAllocation
+from podium.algorithms.image_locality import (
+    ImageLocality,
+    calculate_priority,
+    image_index,
+    pod_images,
+)
 from podium.algorithms.node_resources_fit import (
     _CLIP,
     TOO_MANY_PODS,
@@ -34,6 +40,7 @@ from podium.algorithms.pod_topology_spread import (
     PodTopologySpread,
     parse_constraints,
 )
+from podium.algorithms.taint_toleration import _HARD_EFFECTS, REASON, TaintToleration, untolerated
 from podium.framework.cycle import (
     UNRESOLVABLE,
     UNSCHEDULABLE,
@@ -56,7 +63,7 @@ from podium.framework.plugin import (
     Rejection,
 )
 from podium.framework.profile import Profile
-from podium.kube.objects import PodInfo, parse_node, parse_pod
+from podium.kube.objects import PodInfo, Taint, parse_node, parse_pod
 from podium.kube.resource_names import is_scalar_resource
 from podium.policy import build_profile, default_profile
 from podium.state.cache import Cache
@@ -317,9 +324,58 @@ def ref_score(
     return placement
 
 
+def ref_image_score(self: ImageLocality, cycle: Cycle, nodes: IndexArray) -> IntArray:
+    snap = cycle.snapshot
+    names, count = pod_images(cycle.pod)
+    total = len(snap)
+    sums = np.zeros(total, dtype=np.int64)
+    if total:
+        index = image_index(snap)
+        for name in names:
+            rows, sizes = index.rows(name)
+            if rows.size:
+                spread = float(rows.size) / float(total)
+                sums[rows] += (sizes.astype(np.float64) * spread).astype(np.int64)
+    return calculate_priority(sums[nodes], count)
+
+
+def ref_taint_filter(self: TaintToleration, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
+    snap = cycle.snapshot
+    tainted = np.flatnonzero(snap.tainted[nodes])
+    if tainted.size == 0:
+        return []
+    tolerations = cycle.pod.tolerations
+    verdicts: dict[tuple[Taint, ...], bool] = {}
+    mask = np.zeros(len(nodes), dtype=bool)
+    for pos in tainted:
+        taints = snap.nodes[nodes[pos]].taints
+        bad = verdicts.get(taints)
+        if bad is None:
+            bad = verdicts[taints] = bool(untolerated(taints, tolerations, _HARD_EFFECTS))
+        mask[pos] = bad
+    return [Rejection(REASON, mask, unresolvable=True)] if mask.any() else []
+
+
+def ref_taint_score(self: TaintToleration, cycle: Cycle, nodes: IndexArray) -> IntArray:
+    snap = cycle.snapshot
+    out = np.zeros(len(nodes), dtype=np.int64)
+    tolerations = tuple(t for t in cycle.pod.tolerations if t.effect in ("", "PreferNoSchedule"))
+    soft = frozenset({"PreferNoSchedule"})
+    for pos in np.flatnonzero(snap.tainted[nodes]):
+        out[pos] = len(untolerated(snap.nodes[nodes[pos]].taints, tolerations, soft))
+    return out
+
+
 # -- random clusters -----------------------------------------------------------------------
 
 EXTENDED = ("example.com/gpu", "hugepages-2Mi", "nvidia.com/mig-1g")
+IMAGES = ("docker.io/library/nginx:latest", "docker.io/library/redis:7", "example.com/big:v1")
+TAINTS = (
+    {"key": "a", "value": "1", "effect": "NoSchedule"},
+    {"key": "b", "value": "1", "effect": "PreferNoSchedule"},
+    {"key": "c", "value": "", "effect": "NoExecute"},
+    {"key": "d", "value": "2", "effect": "PreferNoSchedule"},
+)
 ABSENT = "example.com/absent"
 SEEDS = range(60)
 
@@ -347,7 +403,14 @@ def random_snapshot(seed: int, n: int) -> Snapshot:
     cache = Cache()
     for i in range(n):
         extra = {r: "1" for r in EXTENDED}
-        cache.add_node(parse_node(node(f"n{i}", labels={"zone": f"z{i % 3}"}, extra=extra)))
+        taints = [TAINTS[k] for k in rng.choice(len(TAINTS), int(rng.integers(0, 3)))]
+        body = node(f"n{i}", labels={"zone": f"z{i % 3}"}, taints=taints, extra=extra)
+        if seed % 2:
+            images = rng.choice(len(IMAGES), int(rng.integers(0, 3)), replace=False)
+            body["status"]["images"] = [
+                {"names": [IMAGES[k]], "sizeBytes": int(rng.integers(0, 2**31))} for k in images
+            ]
+        cache.add_node(parse_node(body))
     snap = Snapshot()
     snap.update(cache)
     modes = rng.choice([0, 0, 0, 1, 2, 3, 4], size=len(snap.resources))
@@ -366,15 +429,18 @@ def random_pod(rng: random.Random) -> PodInfo:
         r: rng.choice(["0", "1", "3"])
         for r in rng.sample((*EXTENDED, ABSENT, "ephemeral-storage"), rng.randint(0, 3))
     }
-    return parse_pod(
-        pod(
-            f"p{rng.randrange(10**9)}",
-            cpu=rng.choice([None, "0", "1m", "100m", "3", "4000000000"]),
-            memory=rng.choice([None, "0", "1", "512Mi", "31Gi", "4000000000000000000"]),
-            labels=rng.choice([{}, {"app": "web"}, {"app": "web", "tier": "a"}]),
-            extra_requests=extra,
-        )
+    body = pod(
+        f"p{rng.randrange(10**9)}",
+        cpu=rng.choice([None, "0", "1m", "100m", "3", "4000000000"]),
+        memory=rng.choice([None, "0", "1", "512Mi", "31Gi", "4000000000000000000"]),
+        labels=rng.choice([{}, {"app": "web"}, {"app": "web", "tier": "a"}]),
+        extra_requests=extra,
+        tolerations=[dict(t) for t in rng.sample(TAINTS, rng.randint(0, 3))],
     )
+    for k in range(rng.randint(0, 2)):
+        image = rng.choice(["nginx", "redis:7", "example.com/big:v1"])
+        body["spec"]["containers"].append({"name": f"c{k}", "image": image})
+    return parse_pod(body)
 
 
 def random_nodes(rng: random.Random, n: int) -> IndexArray:
@@ -469,6 +535,21 @@ def test_balanced_allocation(seed: int) -> None:
         cycle = Cycle(random_pod(rng), snap)
         nodes = random_nodes(rng, len(snap))
         assert_same(plugin.score(cycle, nodes), ref_balanced_score(plugin, cycle, nodes))
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_image_locality_and_taint_toleration(seed: int) -> None:
+    rng = random.Random(seed)
+    snap = random_snapshot(seed, rng.randint(1, 40))
+    images, taints = ImageLocality(), TaintToleration()
+    for _ in range(8):
+        cycle = Cycle(random_pod(rng), snap)
+        nodes = random_nodes(rng, len(snap))
+        assert_same(images.score(cycle, nodes), ref_image_score(images, cycle, nodes))
+        assert_same(taints.score(cycle, nodes), ref_taint_score(taints, cycle, nodes))
+        assert rejections(taints.filter(cycle, nodes)) == rejections(
+            ref_taint_filter(taints, cycle, nodes)
+        )
 
 
 LIST_DEFAULTS = {
