@@ -125,7 +125,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         snap = cycle.snapshot
         out: list[Rejection] = []
         full = snap.pod_count[nodes] >= snap.max_pods[nodes]
-        if full.any():
+        if np.count_nonzero(full):
             out.append(Rejection(TOO_MANY_PODS, full))
         for resource, amount in cycle.pod.requests.items():
             if amount <= 0 or self._ignored(resource):
@@ -136,7 +136,7 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             else:
                 allocatable = snap.allocatable[:, col][nodes]
                 mask = amount > allocatable - snap.requested[:, col][nodes]
-                if not mask.any():
+                if not np.count_nonzero(mask):
                     # Fits everywhere: the common case, decided without the masks below.
                     continue
                 over = amount > allocatable
@@ -182,7 +182,10 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
                 part = np.minimum(requested, allocatable) * MAX_NODE_SCORE // allocatable
             else:
                 # max(free, 0) is 0 exactly where requested > allocatable.
-                part = np.maximum(allocatable - requested, 0) * MAX_NODE_SCORE // allocatable
+                part = np.subtract(allocatable, requested, out=requested)
+                np.maximum(part, 0, out=part)
+                part *= MAX_NODE_SCORE
+                part //= allocatable
             if weight != 1:
                 part *= weight
             if total is None:
