@@ -213,7 +213,7 @@ async def test_dra_agrees_with_kube_scheduler(
     assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
 
 
-def test_scenarios_are_valid_and_varied() -> None:
+async def test_scenarios_are_valid_and_varied() -> None:
     """The generator's states: valid shapes, and the cases the family is meant to cover."""
     scenarios = [generate(seed, "x", ("c1", "c2")) for seed in range(200)]
     requests = [r for s in scenarios for r in s.template["devices"]["requests"]]
