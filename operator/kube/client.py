@@ -194,6 +194,7 @@ class KubeClient:
         body: Any = None,
         content_type: str = "application/json",
         params: dict[str, str] | None = None,
+        accept: str | None = None,
     ) -> Any:
         data = orjson.dumps(body) if body is not None else None
         budget = budget_of(method, path)
@@ -205,6 +206,8 @@ class KubeClient:
             if waited and self.metrics is not None:
                 self.metrics.rate_limited.labels(budget.value).observe(waited)
             headers = {"Content-Type": content_type} if data is not None else {}
+            if accept is not None:
+                headers["Accept"] = accept
             token = await self.creds.current_token()
             if token:
                 headers["Authorization"] = f"Bearer {token}"
@@ -247,8 +250,10 @@ class KubeClient:
         if status == 403:
             log.warning("request_forbidden", method=method, path=path)
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> Any:
-        return await self.request("GET", path, params=params)
+    async def get(
+        self, path: str, params: dict[str, str] | None = None, accept: str | None = None
+    ) -> Any:
+        return await self.request("GET", path, params=params, accept=accept)
 
     async def post(self, path: str, body: Any) -> Any:
         return await self.request("POST", path, body)

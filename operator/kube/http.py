@@ -202,7 +202,7 @@ class ConnectionPool:
         self.prefix = url.path.rstrip("/")
         self.context = context if url.scheme == "https" else None
         authority = url.netloc.rpartition("@")[2]
-        self._head = f"Host: {authority}\r\nUser-Agent: podium\r\nAccept: application/json\r\n"
+        self._head = f"Host: {authority}\r\nUser-Agent: podium\r\n"
         self.limit = max(1, limit)
         self._idle: collections.deque[_Connection] = collections.deque()
         self._open = 0
@@ -217,7 +217,9 @@ class ConnectionPool:
         body: bytes | None,
         timeout: float,  # noqa: ASYNC109 - one deadline covers connect, send and answer
     ) -> Answer:
-        """Send one request (``target``: path and query) and read its answer."""
+        """Send one request (``target``: path and query) and read its answer.
+
+        ``Accept`` is ``application/json`` unless ``headers`` names another."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout
         connection = self._take_idle(loop.time())
@@ -225,6 +227,8 @@ class ConnectionPool:
             async with asyncio.timeout_at(deadline):
                 connection = await self._acquire()
         head = [f"{method} {self.prefix}{target} HTTP/1.1\r\n{self._head}"]
+        if "Accept" not in headers:
+            head.append("Accept: application/json\r\n")
         head.extend(f"{name}: {value}\r\n" for name, value in headers.items())
         head.append(f"Content-Length: {len(body)}\r\n\r\n" if body is not None else "\r\n")
         request = "".join(head).encode("latin-1")

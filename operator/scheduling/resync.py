@@ -30,7 +30,7 @@ from podium.state.podgroups import KINDS as WORKLOAD_KINDS
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.volumes import KINDS as VOLUME_KINDS
 
-__all__ = ["ResyncSettings", "Resyncer", "stale_keys"]
+__all__ = ["METADATA_LIST", "ResyncSettings", "Resyncer", "stale_keys"]
 
 log = structlog.get_logger("podium.scheduling.resync")
 
@@ -42,6 +42,10 @@ _PATHS: dict[str, str] = {
     **SELECTOR_KINDS,
     **DRA_KINDS,
 }
+# A resync needs each object's name, namespace or uid and the list's resourceVersion:
+# the API server's metadata-only list (what client-go's metadata informers ask for)
+# leaves out specs and statuses, a 15,000-node list's bulk. Plain JSON if refused.
+METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 # Namespaced kinds cached by namespace/name (pods are cached by uid).
 _BY_NAMESPACE = frozenset(
     {"persistentvolumeclaims", *SELECTOR_KINDS, *DRA_NAMESPACED, *WORKLOAD_KINDS}
@@ -150,7 +154,7 @@ class Resyncer:
         delay = self.settings.retry
         while True:
             try:
-                body = await self.client.get(self.paths[kind])
+                body = await self.client.get(self.paths[kind], accept=METADATA_LIST)
                 break
             except Exception as exc:  # the API may still be down: retry, never give up
                 log.warning("resync_list_failed", kind=kind, error=str(exc), retry_s=delay)

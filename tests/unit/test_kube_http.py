@@ -355,3 +355,21 @@ async def test_closing_the_pool_fails_its_waiters() -> None:
 def test_a_server_address_must_be_http(server: str) -> None:
     with pytest.raises(ValueError, match="http"):
         ConnectionPool(server, None, limit=1)
+
+
+async def test_accept_is_json_unless_the_caller_names_another() -> None:
+    async def echo(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            head = await _read_request(reader)
+            writer.write(_ok(head))
+            await writer.drain()
+
+    server = _Server(echo)
+    async with server as url:
+        pool = ConnectionPool(url, None, limit=1)
+        plain = (await pool.request("GET", "/", {}, None, 5)).body
+        chosen = (await pool.request("GET", "/", {"Accept": "application/x"}, None, 5)).body
+        await pool.close()
+    assert b"\r\nAccept: application/json\r\n" in plain
+    assert b"\r\nAccept: application/x\r\n" in chosen
+    assert b"application/json" not in chosen

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from podium.scheduling.resync import Resyncer, ResyncSettings, stale_keys
+from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings, stale_keys
 
 
 @pytest.mark.parametrize(
@@ -36,9 +36,11 @@ class _Lister:
         self.body = body
         self.failures = failures
         self.calls: list[str] = []
+        self.accepted: list[str | None] = []
 
-    async def get(self, path: str) -> dict[str, Any]:
+    async def get(self, path: str, accept: str | None = None) -> dict[str, Any]:
         self.calls.append(path)
+        self.accepted.append(accept)
         if self.failures:
             self.failures -= 1
             raise OSError("connection refused")
@@ -69,6 +71,7 @@ async def test_listing_burst_is_debounced_into_one_list_and_retried_until_it_ans
     assert task is not None
     await asyncio.wait_for(task, 5)
     assert lister.calls == ["/api/v1/pods"] * 3  # two failures, then one answer
+    assert lister.accepted == [METADATA_LIST] * 3  # names and versions are all it reads
     assert forgotten == [("pods", "gone")]
     await resync.close()
 
