@@ -106,6 +106,10 @@ def parse_answer(data: bytes | bytearray, eof: bool = False) -> tuple[Answer, in
     if status in _NO_BODY:
         return Answer(status, headers, b""), start, keep
     if "chunked" in headers.get("transfer-encoding", "").lower():
+        if not data.endswith(_HEADER_END):
+            # A whole chunked body ends with an empty line: until the bytes do, a large
+            # LIST is not walked chunk by chunk again on every read.
+            return None
         try:
             body, end = _chunked(data, start)
         except _Incomplete:

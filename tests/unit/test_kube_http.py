@@ -90,6 +90,8 @@ def test_header_names_are_lower_case() -> None:
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nab",  # chunk short
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: 1\r\n",  # trailer open
         b"HTTP/1.1 200 OK\r\n\r\nbody",  # no length, connection still open
+        # a chunk whose data ends with an empty line, the last chunk still to come
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n6\r\nab\r\n\r\n\r\n",
         b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n",  # interim, then nothing whole
     ],
 )
@@ -104,7 +106,7 @@ def test_incomplete_answers_wait_for_more(data: bytes) -> None:
         (b"HTTP/1.1 OK 200\r\n\r\n", "status line"),
         (b"HTTP/1.1 200 OK\r\nno colon here\r\n\r\n", "header line"),
         (b"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", "content-length"),
-        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", "chunk size"),
+        (b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n\r\n", "chunk size"),
     ],
 )
 def test_malformed_answers_are_connection_errors(data: bytes, match: str) -> None:
