@@ -81,12 +81,6 @@ def _balance(requested: IntArray, allocatable: IntArray) -> IntArray:
     """
     valid = allocatable != 0
     fractions = np.minimum(requested.astype(np.float64) / np.where(valid, allocatable, 1), 1.0)
-    if requested.shape[0] == 2 and valid.all():
-        # The common case (cpu and memory on every node), without the general bookkeeping.
-        spread: IntArray = (
-            (1 - np.abs((fractions[0] - fractions[1]) / 2)) * MAX_NODE_SCORE
-        ).astype(np.int64)
-        return spread
     count = valid.sum(axis=0)
     std = np.zeros(requested.shape[1], dtype=np.float64)
     for k in range(2, requested.shape[0] + 1):
