@@ -169,6 +169,19 @@ async def _keep_alive(reader: asyncio.StreamReader, writer: asyncio.StreamWriter
         await writer.drain()
 
 
+def _slow(delay: float) -> Handler:
+    """A keep-alive server that answers each request ``delay`` seconds after reading it."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        while True:
+            await _read_request(reader)
+            await asyncio.sleep(delay)
+            writer.write(_ok())
+            await writer.drain()
+
+    return serve
+
+
 async def test_sequential_requests_share_one_connection() -> None:
     server = _Server(_keep_alive)
     async with server as url:
@@ -180,14 +193,7 @@ async def test_sequential_requests_share_one_connection() -> None:
 
 
 async def test_concurrent_requests_never_open_more_than_the_limit() -> None:
-    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await _read_request(reader)
-            await asyncio.sleep(0.01)
-            writer.write(_ok())
-            await writer.drain()
-
-    server = _Server(slow)
+    server = _Server(_slow(0.01))
     async with server as url:
         pool = ConnectionPool(url, None, limit=3)
         answers = await asyncio.gather(
@@ -299,14 +305,7 @@ async def test_no_answer_in_time_is_a_timeout_and_the_connection_is_dropped() ->
 
 
 async def test_a_cancelled_request_drops_its_connection_and_frees_its_place() -> None:
-    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        while True:
-            await _read_request(reader)
-            await asyncio.sleep(0.2)
-            writer.write(_ok())
-            await writer.drain()
-
-    server = _Server(slow)
+    server = _Server(_slow(0.2))
     async with server as url:
         pool = ConnectionPool(url, None, limit=1)
         first = asyncio.create_task(pool.request("GET", "/", {}, None, 5))
@@ -334,13 +333,7 @@ async def test_an_idle_connection_past_the_limit_is_replaced(
 
 
 async def test_closing_the_pool_fails_its_waiters() -> None:
-    async def slow(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await _read_request(reader)
-        await asyncio.sleep(0.2)
-        writer.write(_ok())
-        await writer.drain()
-
-    server = _Server(slow)
+    server = _Server(_slow(0.2))
     async with server as url:
         pool = ConnectionPool(url, None, limit=1)
         busy = asyncio.create_task(pool.request("GET", "/", {}, None, 5))
