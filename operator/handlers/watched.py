@@ -110,9 +110,13 @@ def handler(scheduler: PodiumScheduler, row: Watched) -> Deliver:
     """The one place where an event of ``row``'s kind becomes cache and queue updates."""
     resync = row.relisted and not row.direct  # a direct stream reconciles its own relists
 
+    first_listing = None if row.direct else scheduler.first_listing
+
     def handle(event_type: str | None, body: Mapping[str, Any]) -> None:
         try:
             row.apply(scheduler, event_type, body)
+            if first_listing is not None:
+                first_listing.seen(row.plural, body)
             if resync and event_type is None:  # a (re)list: reconcile once over
                 scheduler.resync.listed(row.plural)
         except Exception:  # a poison object must never stop the watch

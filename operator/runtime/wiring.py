@@ -121,6 +121,12 @@ API_CONNECTIONS = 64
 # Seconds an idle kopf per-object worker waits for its object's next event (kopf: 5).
 KOPF_WORKER_IDLE = 0.5
 
+# /readyz waits for kopf's first listing to bring back every primed object, but not
+# for one deleted in between, which never comes back: it gives up after this many
+# seconds without progress, or after the longer limit (podium.scheduling.first_listing).
+WATCH_SYNC_STALL = 5.0
+WATCH_SYNC_LIMIT = 60.0
+
 
 # Seconds between checks of a token the server keeps refusing.
 _LOGIN_PACE = (1.0, 2.0, 4.0, 8.0, 16.0, 30.0)
@@ -205,7 +211,11 @@ def build_registry(
 
 
 async def _serve_http(
-    options: RunOptions, metrics: Metrics, ready: asyncio.Event, client: KubeClient
+    options: RunOptions,
+    metrics: Metrics,
+    ready: asyncio.Event,
+    synced: asyncio.Event,
+    client: KubeClient,
 ) -> web.AppRunner | None:
     if not options.metrics_port:
         return None
@@ -220,6 +230,8 @@ async def _serve_http(
     async def readyz(_: web.Request) -> web.Response:
         if not ready.is_set():
             return web.Response(status=503, text="starting")
+        if not synced.is_set():
+            return web.Response(status=503, text="watches syncing")
         if client.unauthenticated:
             return web.Response(status=503, text="credentials rejected (401)")
         return web.Response(text="ok")
@@ -293,7 +305,8 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     await scheduler.prime(client)
     ready = asyncio.Event()
     stop_flag = stop or asyncio.Event()
-    runner = await _serve_http(options, metrics, ready, client)
+    synced = scheduler.first_listing.synced
+    runner = await _serve_http(options, metrics, ready, synced, client)
     logging.getLogger("kopf.activities.startup").setLevel(logging.WARNING)
     core = asyncio.create_task(scheduler.run(), name="scheduler")
     tasks = {core}
@@ -302,6 +315,7 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         tasks.add(asyncio.create_task(_lead(scheduler, client, options), name="leader-election"))
     events = asyncio.create_task(binder.events.run())
     probe = asyncio.create_task(watch_loop(metrics), name="loop-probe")
+    syncing = asyncio.create_task(scheduler.first_listing.wait(WATCH_SYNC_LIMIT, WATCH_SYNC_STALL))
     stopping = asyncio.create_task(stop_flag.wait())
     # kopf cancels, on its way out, every task created after it started; Podium's
     # own tasks are stopped here instead, in order, before kopf finishes.
@@ -345,10 +359,10 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
         return 1
     finally:
         stop_flag.set()
-        for task in (*tasks, events, stopping, probe):
+        for task in (*tasks, events, stopping, probe, syncing):
             task.cancel()
         # The Lease is released (a clean stop) before kopf and the client go.
-        await asyncio.wait({*tasks, events, stopping, probe}, timeout=15)
+        await asyncio.wait({*tasks, events, stopping, probe, syncing}, timeout=15)
         with contextlib.suppress(BaseException):
             await asyncio.wait_for(operator, timeout=10)
         await client.close()

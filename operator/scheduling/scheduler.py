@@ -47,6 +47,7 @@ from podium.kube.resources import requests_decreased
 from podium.metrics import Metrics
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.claim_binder import ClaimBinder
+from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
@@ -143,6 +144,7 @@ class PodiumScheduler:
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
         self.resync = Resyncer(binder.client, self.cached_versions, self._forget)
+        self.first_listing = FirstListing()
 
     # -- profiles -----------------------------------------------------------------------
     def _refresh_interest(self) -> None:
@@ -372,23 +374,34 @@ class PodiumScheduler:
 
         Without it a pod listed before the nodes would be judged against an
         empty cluster. Watch events that race with this list are harmless:
-        every handler is level-triggered and idempotent.
+        every handler is level-triggered and idempotent. What kopf watches is
+        also noted for ``first_listing``, which readiness waits on.
         """
-        await _apply_listed(client, "/api/v1/namespaces", self.on_namespace)
-        await _apply_listed(client, "/api/v1/nodes", self.on_node)
+        expect = self.first_listing.expect
+
+        async def load(kind: str, path: str, apply: Callable[[None, Any], object]) -> None:
+            def primed(event_type: None, body: Any) -> None:
+                apply(event_type, body)
+                expect(kind, body)
+
+            await _apply_listed(client, path, primed)
+
+        await load("namespaces", "/api/v1/namespaces", self.on_namespace)
+        await load("nodes", "/api/v1/nodes", self.on_node)
         # Storage for the volume plugins, selectors for default spreading: a kind that
         # cannot be listed leaves its plugin seeing none of it, as without the watch.
         for store in self._object_stores():
             for kind, path in store.kinds.items():
                 try:
-                    await _apply_listed(client, path, functools.partial(store.apply, kind))
+                    await load(kind, path, functools.partial(store.apply, kind))
                 except ApiError as exc:
                     log.warning("list_failed", kind=kind, error=str(exc))
         try:
-            await _apply_listed(client, "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
+            await load("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
         except ApiError as exc:  # preemption then ignores budgets
             log.warning("pdb_list_failed", error=str(exc))
-        await _apply_listed(client, "/api/v1/pods", self.on_pod)
+        await _apply_listed(client, "/api/v1/pods", self.on_pod)  # watched directly
+        self.first_listing.start()
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
     # -- the scheduling loop ------------------------------------------------------------
