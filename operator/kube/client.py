@@ -20,6 +20,7 @@ import math
 import ssl
 import time
 from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
 
@@ -38,6 +39,7 @@ __all__ = [
     "ApiError",
     "Budget",
     "KubeClient",
+    "ListPage",
     "TokenBucket",
     "budget_of",
     "list_pages",
@@ -271,11 +273,25 @@ LIST_PAGE = 500
 
 
 class _Getter(Protocol):
-    async def get(self, path: str, params: dict[str, str] | None = None) -> Any: ...
+    async def get(
+        self, path: str, params: dict[str, str] | None = None, accept: str | None = None
+    ) -> Any: ...
 
 
-async def list_pages(client: _Getter, path: str, page: int = LIST_PAGE) -> AsyncIterator[list[Any]]:
-    """The items of a LIST, one page (``limit``/``continue``) at a time.
+@dataclass(frozen=True, slots=True)
+class ListPage:
+    """One page of a LIST; ``first`` marks the first page of a (re)started list, whose
+    ``version`` (the resourceVersion every later page of it shares) is the list's."""
+
+    items: list[Any]
+    version: str
+    first: bool
+
+
+async def list_pages(
+    client: _Getter, path: str, page: int = LIST_PAGE, accept: str | None = None
+) -> AsyncIterator[ListPage]:
+    """A LIST, one page (``limit``/``continue``) at a time.
 
     An expired continue token (410) starts the list again from the first page: the
     callers apply items idempotently, so items seen twice do no harm.
@@ -286,14 +302,17 @@ async def list_pages(client: _Getter, path: str, page: int = LIST_PAGE) -> Async
         if token:
             params["continue"] = token
         try:
-            listed = await client.get(path, params)
+            listed = await client.get(path, params, accept=accept)
         except ApiError as exc:
             if exc.status != 410 or not token:
                 raise
             token = ""
             continue
-        yield list(listed.get("items") or [])
-        token = str((listed.get("metadata") or {}).get("continue") or "")
+        meta = listed.get("metadata") or {}
+        yield ListPage(
+            list(listed.get("items") or []), str(meta.get("resourceVersion") or ""), not token
+        )
+        token = str(meta.get("continue") or "")
         if not token:
             return
 

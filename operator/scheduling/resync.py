@@ -23,7 +23,7 @@ from typing import Any
 
 import structlog
 
-from podium.kube.client import KubeClient
+from podium.kube.client import KubeClient, list_pages
 from podium.state.dra import KINDS as DRA_KINDS
 from podium.state.dra import NAMESPACED as DRA_NAMESPACED
 from podium.state.podgroups import KINDS as WORKLOAD_KINDS
@@ -154,18 +154,28 @@ class Resyncer:
         delay = self.settings.retry
         while True:
             try:
-                body = await self.client.get(self.paths[kind], accept=METADATA_LIST)
+                listed, version = await self._list_keys(kind)
                 break
             except Exception as exc:  # the API may still be down: retry, never give up
                 log.warning("resync_list_failed", kind=kind, error=str(exc), retry_s=delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, self.settings.max_retry)
-        self.reconcile(kind, body)
+        self.reconcile(kind, listed, version)
 
-    def reconcile(self, kind: str, body: Mapping[str, Any]) -> list[str]:
-        """Drop what ``body`` (a LIST answer) shows to be gone; returns the keys."""
-        listed = {_key(kind, item) for item in body.get("items") or []}
-        version = str((body.get("metadata") or {}).get("resourceVersion") or "")
+    async def _list_keys(self, kind: str) -> tuple[set[str], str]:
+        """The keys a LIST shows and its resourceVersion, read a page at a time: a
+        5,000-node list in one answer would set the process's peak memory."""
+        listed: set[str] = set()
+        version = ""
+        async for page in list_pages(self.client, self.paths[kind], accept=METADATA_LIST):
+            if page.first:  # a (re)started list: only its own snapshot counts
+                listed.clear()
+                version = page.version
+            listed.update(_key(kind, item) for item in page.items)
+        return listed, version
+
+    def reconcile(self, kind: str, listed: set[str], version: str) -> list[str]:
+        """Drop what a LIST (its keys and resourceVersion) shows to be gone; returns the keys."""
         stale = stale_keys(self.cached(kind), listed, version)
         for key in stale:
             self.forget(kind, key)

@@ -831,7 +831,7 @@ async def _apply_listed(
 ) -> None:
     """Hand every listed object to ``apply`` as a watch's listing would, a page at a time;
     the loop's other tasks run between pages."""
-    async for items in list_pages(client, path):
-        for item in items:
+    async for page in list_pages(client, path):
+        for item in page.items:
             apply(None, item)
         await asyncio.sleep(0)

@@ -16,17 +16,21 @@ class _Pages:
         self.script = list(script)
         self.params: list[dict[str, str]] = []
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> Any:
+    async def get(
+        self, path: str, params: dict[str, str] | None = None, accept: str | None = None
+    ) -> Any:
         self.params.append(dict(params or {}))
         answer = self.script.pop(0)
         if isinstance(answer, int):
             raise ApiError(answer, {"message": "expired"})
         items, token = answer
-        return {"metadata": {"continue": token}, "items": [{"name": i} for i in items]}
+        version = str(len(self.params))  # each answer's own, to tell which one is kept
+        meta = {"continue": token, "resourceVersion": version}
+        return {"metadata": meta, "items": [{"name": i} for i in items]}
 
 
 async def _names(client: _Pages) -> list[list[str]]:
-    return [[i["name"] for i in page] async for page in list_pages(client, "/x", page=2)]
+    return [[i["name"] for i in p.items] async for p in list_pages(client, "/x", page=2)]
 
 
 @pytest.mark.parametrize(
@@ -50,6 +54,12 @@ async def test_pages(
     assert await _names(client) == pages
     assert [p.get("continue", "") for p in client.params] == continues
     assert {p["limit"] for p in client.params} == {"2"}
+
+
+async def test_first_page_of_each_start_carries_the_lists_version() -> None:
+    client = _Pages([(["a", "b"], "t1"), 410, (["a", "b"], "t2"), (["c"], "")])
+    pages = [(p.first, p.version) async for p in list_pages(client, "/x", page=2)]
+    assert pages == [(True, "1"), (True, "3"), (False, "4")]
 
 
 @pytest.mark.parametrize("status", [410, 403, 500])

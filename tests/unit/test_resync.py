@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from podium.kube.client import LIST_PAGE, ApiError
 from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings, stale_keys
 
 
@@ -30,26 +31,34 @@ def test_stale_keys(
 
 
 class _Lister:
-    """A LIST endpoint that fails ``failures`` times, then answers ``body``."""
+    """A LIST endpoint that fails ``failures`` times, then answers ``pages`` in turn
+    (an int is an API error with that status)."""
 
-    def __init__(self, body: dict[str, Any], failures: int = 0) -> None:
-        self.body = body
+    def __init__(self, *pages: dict[str, Any] | int, failures: int = 0) -> None:
+        self.pages = list(pages)
         self.failures = failures
         self.calls: list[str] = []
         self.accepted: list[str | None] = []
+        self.params: list[dict[str, str]] = []
 
-    async def get(self, path: str, accept: str | None = None) -> dict[str, Any]:
+    async def get(
+        self, path: str, params: dict[str, str] | None = None, accept: str | None = None
+    ) -> dict[str, Any]:
         self.calls.append(path)
         self.accepted.append(accept)
+        self.params.append(dict(params or {}))
         if self.failures:
             self.failures -= 1
             raise OSError("connection refused")
-        return self.body
+        page = self.pages.pop(0)
+        if isinstance(page, int):
+            raise ApiError(page, {"message": "expired"})
+        return page
 
 
-def _pods(*uids: str, version: str) -> dict[str, Any]:
+def _pods(*uids: str, version: str, token: str = "") -> dict[str, Any]:
     return {
-        "metadata": {"resourceVersion": version},
+        "metadata": {"resourceVersion": version, "continue": token},
         "items": [{"metadata": {"uid": uid, "name": uid}} for uid in uids],
     }
 
@@ -76,11 +85,34 @@ async def test_listing_burst_is_debounced_into_one_list_and_retried_until_it_ans
     await resync.close()
 
 
-def test_nodes_are_keyed_by_name() -> None:
+async def _resync_once(lister: _Lister, kind: str, cached: dict[str, str]) -> list[str]:
+    forgotten: list[str] = []
     resync = Resyncer(
-        _Lister({}),  # type: ignore[arg-type]
-        lambda kind: {"n1": "5", "n2": "5"},
-        lambda kind, key: None,
+        lister,  # type: ignore[arg-type]
+        lambda _: cached,
+        lambda _, key: forgotten.append(key),
+        ResyncSettings(quiet=0, retry=0.01, period=0),
     )
-    body = {"metadata": {"resourceVersion": "9"}, "items": [{"metadata": {"name": "n1"}}]}
-    assert resync.reconcile("nodes", body) == ["n2"]
+    resync.listed(kind)
+    task = resync.kinds[kind].task
+    assert task is not None
+    await asyncio.wait_for(task, 5)
+    return forgotten
+
+
+async def test_nodes_are_keyed_by_name() -> None:
+    page = {"metadata": {"resourceVersion": "9"}, "items": [{"metadata": {"name": "n1"}}]}
+    assert await _resync_once(_Lister(page), "nodes", {"n1": "5", "n2": "5"}) == ["n2"]
+
+
+async def test_the_list_is_read_in_pages_and_a_restart_counts_only_its_own_snapshot() -> None:
+    lister = _Lister(
+        _pods("a", version="10", token="t1"),
+        410,  # the token expired: the list starts again, at a newer version
+        _pods("b", version="30", token="t2"),
+        _pods("c", version="30"),
+    )
+    cached = {"a": "5", "b": "6", "c": "7", "d": "8", "late": "31"}
+    assert await _resync_once(lister, "pods", cached) == ["a", "d"]
+    assert [p.get("continue", "") for p in lister.params] == ["", "t1", "", "t2"]
+    assert {p["limit"] for p in lister.params} == {str(LIST_PAGE)}

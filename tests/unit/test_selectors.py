@@ -58,7 +58,9 @@ class _Client:
     def __init__(self, items: dict[str, list[dict[str, Any]]]) -> None:
         self.items = items
 
-    async def get(self, path: str, params: dict[str, str] | None = None) -> dict[str, Any]:
+    async def get(
+        self, path: str, params: dict[str, str] | None = None, accept: str | None = None
+    ) -> dict[str, Any]:
         return {"metadata": {"resourceVersion": "10"}, "items": self.items.get(path, [])}
 
 
@@ -79,9 +81,8 @@ async def test_prime_lists_them_and_a_resync_forgets_the_gone_ones() -> None:
     assert len(store.default_selector(incoming).requirements or ()) == 2
     assert scheduler.cached_versions("services") == {"default/web": "1"}
 
-    listed = {"metadata": {"resourceVersion": "10"}, "items": []}
-    assert scheduler.resync.reconcile("services", listed) == ["default/web"]
-    assert scheduler.resync.reconcile("replicasets", {**listed, "items": [rs]}) == []
+    assert scheduler.resync.reconcile("services", set(), "10") == ["default/web"]
+    assert scheduler.resync.reconcile("replicasets", {"default/rs-1"}, "10") == []
     assert [r.describe() for r in store.default_selector(incoming).requirements or ()] == [
         "app in [web]"
     ]

@@ -59,7 +59,7 @@ async def test_a_relist_forgets_a_pod_group_deleted_during_a_watch_gap() -> None
     }
     sched.on_pod_group("podgroups", "ADDED", group)
     assert sched.pod_groups.get("ns", "g") is not None
-    gone = sched.resync.reconcile("podgroups", {"items": [], "metadata": {"resourceVersion": "9"}})
+    gone = sched.resync.reconcile("podgroups", set(), "9")
     assert gone == ["ns/g"]
     assert sched.pod_groups.get("ns", "g") is None
 
