@@ -201,7 +201,7 @@ def _run(args: argparse.Namespace) -> int:
     block_unused_imports(args.log_format)
     from podium.kube.credentials import ConfigError
     from podium.kube.leader import LeaseSettings
-    from podium.runtime.eventloop import loop_factory
+    from podium.runtime.eventloop import loop_factory, small_tls_buffers
     from podium.runtime.gctune import tune_gc
     from podium.runtime.logs import configure_logging
     from podium.runtime.wiring import RunOptions, run_operator
@@ -236,6 +236,7 @@ def _run(args: argparse.Namespace) -> int:
     )
 
     tune_gc()
+    small_tls_buffers()
 
     async def main() -> int:
         stop = asyncio.Event()

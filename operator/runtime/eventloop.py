@@ -8,6 +8,11 @@ open in 0.23). The socket object later closes the same number again, by then
 reused by another connection: "File descriptor N is used by transport" or
 EBADF, and the watches end. ``_FixedLoop`` detaches the socket on that path,
 so that the descriptor is closed exactly once.
+
+The stdlib loop's TLS transport gives every connection a 256 KiB read buffer,
+zeroed and so resident, whatever the connection carries: 64 API connections and
+kopf's watch streams held about 20 MiB in them. ``small_tls_buffers`` makes it
+32 KiB, two TLS records; a read only ever returns one record's 16 KiB at most.
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["LOOPS", "loop_factory"]
+__all__ = ["LOOPS", "TLS_READ_BUFFER", "loop_factory", "small_tls_buffers"]
 
 LOOPS = ("asyncio", "uvloop")
+TLS_READ_BUFFER = 32 * 1024
 
 
 def _uvloop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -48,3 +54,10 @@ def loop_factory(name: str) -> Callable[[], asyncio.AbstractEventLoop]:
     if name == "asyncio":
         return asyncio.new_event_loop
     raise ValueError(f"unknown event loop {name!r}; choose from {', '.join(LOOPS)}")
+
+
+def small_tls_buffers() -> None:
+    """Shrink the stdlib TLS transport's per-connection read buffer (uvloop has its own)."""
+    import asyncio.sslproto
+
+    asyncio.sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
