@@ -648,8 +648,10 @@ class _Bench:
                     name, sched.scheduler_name, run_id, "churn"
                 )
                 tracker.creating(name, "churn")
-                churned[name] = template_name
                 await api.create(f"/api/v1/namespaces/{namespace}/pods", "pods", body)
+                # Only once created: the measured phase's end cancels this task, maybe
+                # inside the create, and a pod never created is never marked Unschedulable.
+                churned[name] = template_name
                 previous.append((f"/api/v1/namespaces/{namespace}/pods/{name}", "pods"))
             for i in range(churn.services):
                 name = f"churn-{tick}-{i}"
