@@ -151,7 +151,9 @@ class PodInfo:
 
 def usage_changed(old: PodInfo, new: PodInfo) -> bool:
     """A bound pod changed what it holds on its node or what other pods' rules see of it:
-    requests, host ports, labels (affinity and spreading), its own affinity terms."""
+    requests, host ports, labels (affinity and spreading), its own affinity terms, its
+    deletion (spreading skips terminating pods) and its start time (preemption orders
+    victims by it). Each of the last two changes once in a pod's life."""
     return (
         old.requests != new.requests
         or old.nonzero_cpu != new.nonzero_cpu
@@ -159,7 +161,14 @@ def usage_changed(old: PodInfo, new: PodInfo) -> bool:
         or old.host_ports != new.host_ports
         or old.labels != new.labels
         or old.affinity != new.affinity
+        or old.deleting != new.deleting
+        or _start_time(old) != _start_time(new)
     )
+
+
+def _start_time(pod: PodInfo) -> object:
+    status = pod.raw.get("status") if isinstance(pod.raw, Mapping) else None
+    return status.get("startTime") if isinstance(status, Mapping) else None
 
 
 def requirements_changed(old: PodInfo, new: PodInfo) -> bool:

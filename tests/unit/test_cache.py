@@ -1,5 +1,9 @@
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+
 from podium.kube.objects import parse_node, parse_pod
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
@@ -85,3 +89,35 @@ def test_snapshot_grows_a_column_for_new_extended_resources() -> None:
     snap.update(cache)
     col = snap.resource_column("nvidia.com/gpu")
     assert col is not None and snap.allocatable[0, col] == 2
+
+
+T0 = "2026-01-01T00:00:00Z"
+READY = {"type": "Ready", "status": "True"}
+
+
+@pytest.mark.parametrize(
+    ("change", "rewritten"),
+    [
+        pytest.param({"metadata": {"deletionTimestamp": T0}}, True, id="deleting"),
+        pytest.param({"status": {"startTime": T0}}, True, id="started"),
+        pytest.param({"metadata": {"labels": {"app": "other"}}}, True, id="labels"),
+        pytest.param({"status": {"conditions": [READY]}}, False, id="status"),
+        pytest.param({"metadata": {"annotations": {"a": "b"}}}, False, id="annotations"),
+    ],
+)
+def test_a_bound_pods_update_reaches_the_snapshot_when_a_plugin_reads_it(
+    change: dict[str, dict[str, Any]], rewritten: bool
+) -> None:
+    """Spreading skips terminating pods and preemption orders victims by start time,
+    both from the snapshot's row: those updates rewrite it; plain status writes do not."""
+    cache = _cache("n1")
+    bound = parse_pod(pod("b", cpu="1", node_name="n1", labels={"app": "web"}))
+    cache.add_pod(bound)
+    snap = Snapshot()
+    snap.update(cache)
+    row = snap.index["n1"]
+    raw = {part: {**(bound.raw.get(part) or {}), **extra} for part, extra in change.items()}
+    updated = parse_pod({**bound.raw, **raw})
+    cache.add_pod(updated)
+    snap.update(cache)
+    assert (snap.pods[row][bound.uid] is updated) is rewritten
