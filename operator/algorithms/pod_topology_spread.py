@@ -25,7 +25,7 @@ per module.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -50,10 +50,11 @@ from podium.framework.plugin import (
 from podium.framework.registry import register
 from podium.kube.labels import Selector, parse_label_selector, selector_from_set
 from podium.kube.objects import Taint
-from podium.state.rows import LabelCodes, label_codes
+from podium.state.rows import LabelCodes, RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.kube.objects import PodInfo
+    from podium.state.snapshot import Snapshot
 
 REASON = "node(s) didn't match pod topology spread constraints"
 REASON_LABEL = REASON + " (missing required label)"
@@ -203,6 +204,73 @@ class _ScoreState:
     ignored: MaskArray
 
 
+_MAX_COUNTED = 32  # (selector, namespace) pairs whose counts are kept across cycles
+
+
+def count_matching(pods: Iterable[PodInfo], selector: Selector, namespace: str) -> int:
+    """The pods of one node that countPodsMatchSelector counts."""
+    return sum(
+        1
+        for pod in pods
+        if pod.namespace == namespace and not pod.deleting and selector.matches(pod.labels)
+    )
+
+
+class MatchCounts:
+    """countPodsMatchSelector per snapshot row, kept across cycles for recent selectors.
+
+    Consecutive cycles differ by a pod or two, so recounting every matching pod of
+    the cluster per cycle (O(pods)) is replaced by recounting the rows that changed
+    (``RowTracker``); a snapshot rebuild, which renumbers rows, starts afresh. The
+    arrays handed out are never written again: a changed row gets a new array.
+    """
+
+    def __init__(self) -> None:
+        self.tracker: RowTracker[dict[str, PodInfo]] = RowTracker(same_pods)
+        self.counts: dict[tuple[Selector, str], IntArray] = {}  # oldest use first
+
+    def get(self, snap: Snapshot, selector: Selector, namespace: str) -> IntArray:
+        self._refresh(snap)
+        key = (selector, namespace)
+        counts = self.counts.pop(key, None)
+        if counts is None:
+            counts = self._count_all(snap, selector, namespace)
+            if len(self.counts) >= _MAX_COUNTED:
+                del self.counts[next(iter(self.counts))]
+        self.counts[key] = counts
+        return counts
+
+    def _refresh(self, snap: Snapshot) -> None:
+        renumbered = snap.names is not self.tracker.names or len(snap.pods) != len(
+            self.tracker.refs
+        )
+        changes = self.tracker.changes(snap, snap.pods)
+        if renumbered:
+            self.counts.clear()
+            return
+        if not changes or not self.counts:
+            return
+        rows = [(snap.index[name], new) for name, _, new in changes if new is not None]
+        for (selector, namespace), counts in self.counts.items():
+            fresh = counts.copy()
+            for row, pods in rows:
+                fresh[row] = count_matching(pods.values(), selector, namespace)
+            self.counts[(selector, namespace)] = fresh
+
+    @staticmethod
+    def _count_all(snap: Snapshot, selector: Selector, namespace: str) -> IntArray:
+        index = pod_index(snap)
+        exact = exact_lookup(selector)
+        rows = [
+            row
+            for row, pod in index.candidates(selector, frozenset((namespace,)))
+            if not pod.deleting and (exact or selector.matches(pod.labels))
+        ]
+        if not rows:
+            return np.zeros(len(snap), dtype=np.int64)
+        return np.bincount(rows, minlength=len(snap)).astype(np.int64)
+
+
 @register
 class PodTopologySpread(FilterPlugin, ScorePlugin):
     name = "PodTopologySpread"
@@ -254,18 +322,14 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         cached = memo.get(c.selector)
         if cached is not None:
             return cached
-        snap, ns = cycle.snapshot, cycle.pod.namespace
-        counts = np.zeros(len(snap), dtype=np.int64)
-        if not c.selector.empty:
-            index = pod_index(snap)
-            exact = exact_lookup(c.selector)
-            rows = [
-                row
-                for row, pod in index.candidates(c.selector, frozenset((ns,)))
-                if not pod.deleting and (exact or c.selector.matches(pod.labels))
-            ]
-            if rows:
-                counts = np.bincount(rows, minlength=len(snap)).astype(np.int64)
+        snap = cycle.snapshot
+        if c.selector.empty:
+            counts = np.zeros(len(snap), dtype=np.int64)
+        else:
+            held = snapshot_cache(snap).get("PodTopologySpread/matchCounts")
+            if not isinstance(held, MatchCounts):
+                held = snapshot_cache(snap)["PodTopologySpread/matchCounts"] = MatchCounts()
+            counts = held.get(snap, c.selector, cycle.pod.namespace)
         memo[c.selector] = counts
         return counts
 
