@@ -19,7 +19,11 @@ key lists, and so does Podium.
 ``PodIndex`` keeps, per snapshot, the bound pods by namespace, by the label
 keys that selectors have asked about, and the pods that carry affinity
 terms, updating only rows whose pods changed since the last cycle;
-PodTopologySpread uses it too.
+PodTopologySpread uses it too. It also keeps the sums a cycle needs per
+topology pair, so a cycle costs O(distinct term lists + topology pairs)
+rather than O(pods): per shared term list of existing pods, how many pods
+carry it in each pair; per recently used incoming term list, how many pods
+match it in each pair. Both follow pod changes and node label changes.
 
 Why one module of this size: the plugin is kube-scheduler's InterPodAffinity
 (filter, score and their PreFilter state) plus the incremental pod index it
@@ -28,7 +32,7 @@ needs, one plugin per module as the framework asks.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -52,7 +56,7 @@ from podium.kube.labels import EXISTS, IN, NOTHING, Selector, parse_label_select
 from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
-    from podium.kube.objects import PodInfo
+    from podium.kube.objects import NodeInfo, PodInfo
     from podium.state.snapshot import Snapshot
 
 REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -61,6 +65,9 @@ REASON_ANTI = "node(s) didn't match pod anti-affinity rules"
 
 T = TypeVar("T")
 _MAX_INTERNED = 10_000
+# Incoming term lists whose match counts PodIndex keeps up to date: each costs a
+# match per pod added or removed, so only the most recently used few.
+_MAX_TERM_TALLIES = 32
 
 
 # -- terms ---------------------------------------------------------------------------
@@ -201,6 +208,55 @@ def merge_namespaces(term: AffinityTerm, snapshot: Snapshot) -> AffinityTerm:
 # -- the per-snapshot pod index ---------------------------------------------------------
 # Tables map a key (namespace, label value) to the pods on each node, by node name.
 ByNode = dict[str, list["PodInfo"]]
+Pair = tuple[str, str]  # (topology key, node label value)
+
+
+def same_labels(old: NodeInfo, new: NodeInfo) -> bool:
+    return old is new or old.labels == new.labels
+
+
+def _count(counts: Counter[Pair], key: str, labels: Mapping[str, str], sign: int) -> None:
+    """Add ``sign`` at (key, labels[key]) when the node has the key; no zero entries stay."""
+    value = labels.get(key)
+    if value is None:
+        return
+    pair = (key, value)
+    total = counts[pair] + sign
+    if total:
+        counts[pair] = total
+    else:
+        del counts[pair]
+
+
+@dataclass(slots=True)
+class TermsTally:
+    """Pods on nodes of each topology pair that carry one (interned) term list.
+
+    Holds the list itself, so the ``id()`` it is filed under stays its own.
+    """
+
+    terms: PodAffinity
+    pods: int = 0
+    by_key: dict[str, Counter[Pair]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        keys = [t.topology_key for t in self.terms.required + self.terms.required_anti]
+        keys += [w.term.topology_key for w in self.terms.preferred + self.terms.preferred_anti]
+        self.by_key = {key: Counter() for key in keys}
+
+
+@dataclass(frozen=True, slots=True)
+class MatchTally:
+    """Pods matching all of ``terms``, counted once per key of ``keys`` in its pair."""
+
+    terms: tuple[AffinityTerm, ...]
+    keys: tuple[str, ...]
+    counts: Counter[Pair]
+
+    def update(self, pod: PodInfo, labels: Mapping[str, str], sign: int) -> None:
+        if all(t.matches(pod, {}) for t in self.terms):
+            for key in self.keys:
+                _count(self.counts, key, labels, sign)
 
 
 class PodIndex:
@@ -208,7 +264,11 @@ class PodIndex:
 
     def __init__(self) -> None:
         self.tracker: RowTracker[dict[str, PodInfo]] = RowTracker(same_pods)
+        # Node labels decide the topology pairs: a label change re-files that node's pods.
+        self.node_tracker: RowTracker[NodeInfo] = RowTracker(same_labels)
+        self.labels: dict[str, Mapping[str, str]] = {}  # node name -> labels its pods are filed by
         self.row_of: Mapping[str, int] = {}
+        self.nodes: list[NodeInfo] = []
         self.by_ns: dict[str, ByNode] = {}
         self.by_key: dict[str, dict[str, ByNode]] = {}
         self.affinity: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
@@ -217,14 +277,32 @@ class PodIndex:
         # Pods of one controller carry equal terms; sharing one object per distinct
         # value lets a cycle judge each distinct term list against its pod once.
         self._interned: dict[PodAffinity, PodAffinity] = {}
+        # id(interned terms) -> its tally, for all existing pods with terms and for
+        # those with required anti-affinity terms.
+        self.tallies: dict[int, TermsTally] = {}
+        self.anti_tallies: dict[int, TermsTally] = {}
+        self._matches: OrderedDict[tuple[tuple[AffinityTerm, ...], tuple[str, ...]], MatchTally] = (
+            OrderedDict()
+        )
 
     def refresh(self, snapshot: Snapshot) -> None:
-        for name, old, new in self.tracker.changes(snapshot, snapshot.pods):
+        changes = {
+            name: (old, new) for name, old, new in self.tracker.changes(snapshot, snapshot.pods)
+        }
+        for name, old_node, new_node in self.node_tracker.changes(snapshot, snapshot.nodes):
+            if old_node is not None and new_node is not None and name not in changes:
+                pods = self.tracker.by_name[name]
+                changes[name] = (pods, pods)
+        self.row_of = snapshot.index
+        self.nodes = snapshot.nodes
+        for name, (old, new) in changes.items():
             if old is not None:
                 self._drop(name, old)
-            if new is not None:
+            if new is None:
+                del self.labels[name]
+            else:
+                self.labels[name] = snapshot.nodes[snapshot.index[name]].labels
                 self._add(name, new)
-        self.row_of = snapshot.index
 
     @staticmethod
     def _put(table: dict[str, ByNode], key: str, name: str, pod: PodInfo) -> None:
@@ -239,17 +317,35 @@ class PodIndex:
                 del table[key]
 
     def _add(self, name: str, pods: dict[str, PodInfo]) -> None:
+        labels = self.labels[name]
         for pod in pods.values():
             self._put(self.by_ns, pod.namespace, name, pod)
             for key, table in self.by_key.items():
                 value = pod.labels.get(key)
                 if value is not None:
                     self._put(table, value, name, pod)
+            for match in self._matches.values():
+                match.update(pod, labels, 1)
             if has_pod_affinity(pod):
                 parsed = self.intern(parse_pod_affinity(pod))
                 self.affinity.setdefault(name, []).append((pod, parsed))
                 if parsed.required_anti:
                     self.anti.setdefault(name, []).append((pod, parsed))
+                self._tally(parsed, labels, 1)
+
+    def _tally(self, parsed: PodAffinity, labels: Mapping[str, str], sign: int) -> None:
+        tally = self.tallies.get(id(parsed))
+        if tally is None:
+            tally = self.tallies[id(parsed)] = TermsTally(parsed)
+            if parsed.required_anti:
+                self.anti_tallies[id(parsed)] = tally
+        tally.pods += sign
+        if not tally.pods:
+            del self.tallies[id(parsed)]
+            self.anti_tallies.pop(id(parsed), None)
+            return
+        for key, counts in tally.by_key.items():
+            _count(counts, key, labels, sign)
 
     def intern(self, parsed: PodAffinity) -> PodAffinity:
         if len(self._interned) > _MAX_INTERNED:
@@ -257,14 +353,41 @@ class PodIndex:
         return self._interned.setdefault(parsed, parsed)
 
     def _drop(self, name: str, pods: dict[str, PodInfo]) -> None:
+        labels = self.labels[name]
         for pod in pods.values():
             self._pop(self.by_ns, pod.namespace, name)
             for key, table in self.by_key.items():
                 value = pod.labels.get(key)
                 if value is not None:
                     self._pop(table, value, name)
-        self.affinity.pop(name, None)
+            for match in self._matches.values():
+                match.update(pod, labels, -1)
+        for _, parsed in self.affinity.pop(name, ()):
+            self._tally(parsed, labels, -1)
         self.anti.pop(name, None)
+
+    def match_counts(self, terms: tuple[AffinityTerm, ...], keys: tuple[str, ...]) -> Counter[Pair]:
+        """Per topology pair, pods matching all of ``terms`` (namespace-merged), once per key.
+
+        Built from the index on first use, then kept up to date while among
+        the most recently used; callers must not modify the result.
+        """
+        cache_key = (terms, keys)
+        match = self._matches.get(cache_key)
+        if match is not None:
+            self._matches.move_to_end(cache_key)
+            return match.counts
+        counts: Counter[Pair] = Counter()
+        rest = terms[1:]  # term_candidates already matched the first
+        for row, pod in term_candidates(self, terms[0]):
+            if not rest or _matches_all(rest, pod):
+                labels = self.nodes[row].labels
+                for key in keys:
+                    _count(counts, key, labels, 1)
+        self._matches[cache_key] = MatchTally(terms, keys, counts)
+        if len(self._matches) > _MAX_TERM_TALLIES:
+            self._matches.popitem(last=False)
+        return counts
 
     def rows(self, by_node: Mapping[str, T]) -> Iterator[tuple[int, T]]:
         """Entries keyed by node name, with their snapshot rows."""
@@ -355,7 +478,6 @@ def term_candidates(index: PodIndex, term: AffinityTerm) -> Iterator[tuple[int, 
 
 
 # -- the plugin ---------------------------------------------------------------------------
-Pair = tuple[str, str]
 
 
 @dataclass(slots=True)
@@ -379,6 +501,12 @@ def _by_key(counts: Counter[Pair]) -> dict[str, dict[str, int]]:
     for (key, value), count in counts.items():
         out.setdefault(key, {})[value] = count
     return out
+
+
+def _add_scaled(totals: Counter[Pair], counts: Counter[Pair], amount: int) -> None:
+    """totals += amount x counts; every pair of ``counts`` gets an entry, even at 0."""
+    for pair, count in counts.items():
+        totals[pair] += amount * count
 
 
 def _positive(snapshot: Snapshot, key: str, counts: Mapping[str, int]) -> MaskArray:
@@ -438,33 +566,17 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         anti = tuple(merge_namespaces(t, snap) for t in parsed.required_anti)
         index = pod_index(snap)
         existing: Counter[Pair] = Counter()
-        hits: dict[int, list[str]] = {}  # id(interned terms) -> keys of terms matching pod
-        for row, entries in index.rows(index.anti):
-            labels = snap.nodes[row].labels
-            for _, other in entries:
-                keys = hits.get(id(other))
-                if keys is None:
-                    keys = hits[id(other)] = [
-                        t.topology_key for t in other.required_anti if t.matches(pod, ns_labels)
-                    ]
-                for key in keys:
-                    if key in labels:
-                        existing[(key, labels[key])] += 1
+        for tally in index.anti_tallies.values():
+            for term in tally.terms.required_anti:
+                if term.matches(pod, ns_labels):
+                    existing.update(tally.by_key[term.topology_key])
         affinity_counts: Counter[Pair] = Counter()
         if affinity:
-            rest = affinity[1:]  # term_candidates already matched the first
-            for row, candidate in term_candidates(index, affinity[0]):
-                if not rest or _matches_all(rest, candidate):
-                    labels = snap.nodes[row].labels
-                    for term in affinity:
-                        if term.topology_key in labels:
-                            affinity_counts[(term.topology_key, labels[term.topology_key])] += 1
+            keys = tuple(t.topology_key for t in affinity)
+            affinity_counts.update(index.match_counts(affinity, keys))
         anti_counts: Counter[Pair] = Counter()
         for term in anti:
-            for row, _ in term_candidates(index, term):
-                labels = snap.nodes[row].labels
-                if term.topology_key in labels:
-                    anti_counts[(term.topology_key, labels[term.topology_key])] += 1
+            anti_counts.update(index.match_counts((term,), (term.topology_key,)))
         if not existing and not affinity and not anti:
             return None
         return _FilterState(
@@ -594,24 +706,11 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             (w, -1) for w in parsed.preferred_anti
         ]:
             term = merge_namespaces(weighted.term, snap)
-            key, amount = term.topology_key, weighted.weight * sign
-            for row, _ in term_candidates(index, term):
-                value = snap.nodes[row].labels.get(key)
-                if value is not None:
-                    totals[(key, value)] += amount
-        weights: dict[int, list[tuple[str, int]]] = {}  # id(interned terms) -> (key, amount)
-        for row, entries in index.rows(index.affinity):
-            labels = snap.nodes[row].labels
-            if not labels:
-                continue
-            for _, other in entries:
-                amounts = weights.get(id(other))
-                if amounts is None:
-                    amounts = weights[id(other)] = self._existing_weights(other, pod, ns_labels)
-                for key, amount in amounts:
-                    value = labels.get(key)
-                    if value is not None:
-                        totals[(key, value)] += amount
+            counts = index.match_counts((term,), (term.topology_key,))
+            _add_scaled(totals, counts, weighted.weight * sign)
+        for tally in index.tallies.values():
+            for key, amount in self._existing_weights(tally.terms, pod, ns_labels):
+                _add_scaled(totals, tally.by_key[key], amount)
         if not totals:
             return False
         cycle.state["InterPodAffinity/score"] = _ScoreState(_by_key(totals))
