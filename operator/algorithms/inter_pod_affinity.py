@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
@@ -53,7 +54,7 @@ from podium.framework.plugin import (
 )
 from podium.framework.registry import register
 from podium.kube.labels import EXISTS, IN, NOTHING, Selector, parse_label_selector
-from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
+from podium.state.rows import LabelCodes, RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.kube.objects import NodeInfo, PodInfo
@@ -208,24 +209,48 @@ def merge_namespaces(term: AffinityTerm, snapshot: Snapshot) -> AffinityTerm:
 # -- the per-snapshot pod index ---------------------------------------------------------
 # Tables map a key (namespace, label value) to the pods on each node, by node name.
 ByNode = dict[str, list["PodInfo"]]
-Pair = tuple[str, str]  # (topology key, node label value)
+# Pods per topology pair: topology key -> node label value -> count. Neither
+# empty Counters nor zero counts are kept, so "no pair" is an empty dict.
+KeyCounts = dict[str, Counter[str]]
 
 
 def same_labels(old: NodeInfo, new: NodeInfo) -> bool:
     return old is new or old.labels == new.labels
 
 
-def _count(counts: Counter[Pair], key: str, labels: Mapping[str, str], sign: int) -> None:
-    """Add ``sign`` at (key, labels[key]) when the node has the key; no zero entries stay."""
+def _count(counts: KeyCounts, key: str, labels: Mapping[str, str], sign: int) -> None:
+    """Add ``sign`` at (key, labels[key]) when the node has the key."""
     value = labels.get(key)
     if value is None:
         return
-    pair = (key, value)
-    total = counts[pair] + sign
+    values = counts.get(key)
+    if values is None:
+        values = counts[key] = Counter()
+    total = values[value] + sign
     if total:
-        counts[pair] = total
+        values[value] = total
     else:
-        del counts[pair]
+        del values[value]
+        if not values:
+            del counts[key]
+
+
+def _merge(into: KeyCounts, key: str, values: Mapping[str, int] | None, amount: int = 1) -> None:
+    """into[key] += amount x values, giving every value of ``values`` an entry, even at 0."""
+    if not values:
+        return
+    have = into.get(key)
+    if have is None:
+        into[key] = (
+            Counter(values)
+            if amount == 1
+            else Counter({value: amount * count for value, count in values.items()})
+        )
+    elif amount == 1:
+        have.update(values)
+    else:
+        for value, count in values.items():
+            have[value] += amount * count
 
 
 @dataclass(slots=True)
@@ -237,12 +262,13 @@ class TermsTally:
 
     terms: PodAffinity
     pods: int = 0
-    by_key: dict[str, Counter[Pair]] = field(default_factory=dict)
+    counts: KeyCounts = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         keys = [t.topology_key for t in self.terms.required + self.terms.required_anti]
         keys += [w.term.topology_key for w in self.terms.preferred + self.terms.preferred_anti]
-        self.by_key = {key: Counter() for key in keys}
+        self.keys = tuple(dict.fromkeys(keys))
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,7 +277,7 @@ class MatchTally:
 
     terms: tuple[AffinityTerm, ...]
     keys: tuple[str, ...]
-    counts: Counter[Pair]
+    counts: KeyCounts
 
     def update(self, pod: PodInfo, labels: Mapping[str, str], sign: int) -> None:
         if all(t.matches(pod, {}) for t in self.terms):
@@ -344,8 +370,8 @@ class PodIndex:
             del self.tallies[id(parsed)]
             self.anti_tallies.pop(id(parsed), None)
             return
-        for key, counts in tally.by_key.items():
-            _count(counts, key, labels, sign)
+        for key in tally.keys:
+            _count(tally.counts, key, labels, sign)
 
     def intern(self, parsed: PodAffinity) -> PodAffinity:
         if len(self._interned) > _MAX_INTERNED:
@@ -366,7 +392,7 @@ class PodIndex:
             self._tally(parsed, labels, -1)
         self.anti.pop(name, None)
 
-    def match_counts(self, terms: tuple[AffinityTerm, ...], keys: tuple[str, ...]) -> Counter[Pair]:
+    def match_counts(self, terms: tuple[AffinityTerm, ...], keys: tuple[str, ...]) -> KeyCounts:
         """Per topology pair, pods matching all of ``terms`` (namespace-merged), once per key.
 
         Built from the index on first use, then kept up to date while among
@@ -377,7 +403,7 @@ class PodIndex:
         if match is not None:
             self._matches.move_to_end(cache_key)
             return match.counts
-        counts: Counter[Pair] = Counter()
+        counts: KeyCounts = {}
         rest = terms[1:]  # term_candidates already matched the first
         for row, pod in term_candidates(self, terms[0]):
             if not rest or _matches_all(rest, pod):
@@ -484,35 +510,32 @@ def term_candidates(index: PodIndex, term: AffinityTerm) -> Iterator[tuple[int, 
 class _FilterState:
     affinity: tuple[AffinityTerm, ...]
     anti: tuple[AffinityTerm, ...]
-    affinity_counts: Counter[Pair]
-    anti_counts: Counter[Pair]
-    existing_counts: Counter[Pair]
+    affinity_counts: KeyCounts
+    anti_counts: KeyCounts
+    existing_counts: KeyCounts
     self_match: bool
     masks: tuple[MaskArray, MaskArray, MaskArray] | None = None
 
 
 @dataclass(slots=True)
 class _ScoreState:
-    topology: dict[str, dict[str, int]] = field(default_factory=dict)
+    topology: KeyCounts = field(default_factory=dict)
 
 
-def _by_key(counts: Counter[Pair]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for (key, value), count in counts.items():
-        out.setdefault(key, {})[value] = count
-    return out
-
-
-def _add_scaled(totals: Counter[Pair], counts: Counter[Pair], amount: int) -> None:
-    """totals += amount x counts; every pair of ``counts`` gets an entry, even at 0."""
-    for pair, count in counts.items():
-        totals[pair] += amount * count
+def _count_table(codes: LabelCodes, counts: Mapping[str, int]) -> IntArray:
+    """LabelCodes.count_table, filled with one vector assignment rather than per value."""
+    junk = len(codes.uniques) + 1  # values no node has land here, then are cut off
+    table = np.zeros(junk + 1, dtype=np.int64)
+    if counts:
+        rows = np.fromiter(map(codes.lookup.get, counts, repeat(junk)), np.intp, len(counts))
+        table[rows] = np.fromiter(counts.values(), np.int64, len(counts))
+    return table[:junk]
 
 
 def _positive(snapshot: Snapshot, key: str, counts: Mapping[str, int]) -> MaskArray:
     """Rows whose label ``key`` has a value with a positive count."""
     codes = label_codes(snapshot, key)
-    mask: MaskArray = codes.count_table(counts)[codes.codes] > 0
+    mask: MaskArray = _count_table(codes, counts)[codes.codes] > 0
     return mask
 
 
@@ -565,18 +588,21 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         affinity = tuple(merge_namespaces(t, snap) for t in parsed.required)
         anti = tuple(merge_namespaces(t, snap) for t in parsed.required_anti)
         index = pod_index(snap)
-        existing: Counter[Pair] = Counter()
+        existing: KeyCounts = {}
         for tally in index.anti_tallies.values():
             for term in tally.terms.required_anti:
                 if term.matches(pod, ns_labels):
-                    existing.update(tally.by_key[term.topology_key])
-        affinity_counts: Counter[Pair] = Counter()
+                    key = term.topology_key
+                    _merge(existing, key, tally.counts.get(key))
+        affinity_counts: KeyCounts = {}
         if affinity:
             keys = tuple(t.topology_key for t in affinity)
-            affinity_counts.update(index.match_counts(affinity, keys))
-        anti_counts: Counter[Pair] = Counter()
+            for key, values in index.match_counts(affinity, keys).items():
+                _merge(affinity_counts, key, values)
+        anti_counts: KeyCounts = {}
         for term in anti:
-            anti_counts.update(index.match_counts((term,), (term.topology_key,)))
+            for key, values in index.match_counts((term,), (term.topology_key,)).items():
+                _merge(anti_counts, key, values)
         if not existing and not affinity and not anti:
             return None
         return _FilterState(
@@ -600,7 +626,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         n = len(snapshot)
         affinity_bad = np.zeros(n, dtype=bool)
         if state.affinity:
-            counts = _by_key(state.affinity_counts)
+            counts = state.affinity_counts
             has_keys = np.ones(n, dtype=bool)
             pods_exist = np.ones(n, dtype=bool)
             for term in state.affinity:
@@ -612,13 +638,13 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             affinity_bad = ~(has_keys & (pods_exist | first_pod))
         anti_bad = np.zeros(n, dtype=bool)
         if state.anti_counts:
-            counts = _by_key(state.anti_counts)
+            counts = state.anti_counts
             for term in state.anti:
                 anti_bad |= _positive(
                     snapshot, term.topology_key, counts.get(term.topology_key, {})
                 )
         existing_bad = np.zeros(n, dtype=bool)
-        for key, values in _by_key(state.existing_counts).items():
+        for key, values in state.existing_counts.items():
             existing_bad |= _positive(snapshot, key, values)
         state.masks = (affinity_bad, anti_bad, existing_bad)
         return state.masks
@@ -654,7 +680,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             parts = []
             for term in state.affinity:
                 value = labels[term.topology_key]
-                if state.affinity_counts[(term.topology_key, value)] <= 0:
+                if state.affinity_counts.get(term.topology_key, Counter())[value] <= 0:
                     parts.append(
                         f"no pod matching {term.describe()} in {term.topology_key}={value}"
                     )
@@ -700,20 +726,21 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         if self.ignore_existing_preferred and not has_constraints:
             return False
         ns_labels = snap.namespace_labels.get(pod.namespace, {})
-        totals: Counter[Pair] = Counter()
+        totals: KeyCounts = {}
         index = pod_index(snap)
         for weighted, sign in [(w, 1) for w in parsed.preferred] + [
             (w, -1) for w in parsed.preferred_anti
         ]:
             term = merge_namespaces(weighted.term, snap)
             counts = index.match_counts((term,), (term.topology_key,))
-            _add_scaled(totals, counts, weighted.weight * sign)
+            for key, values in counts.items():
+                _merge(totals, key, values, weighted.weight * sign)
         for tally in index.tallies.values():
             for key, amount in self._existing_weights(tally.terms, pod, ns_labels):
-                _add_scaled(totals, tally.by_key[key], amount)
+                _merge(totals, key, tally.counts.get(key), amount)
         if not totals:
             return False
-        cycle.state["InterPodAffinity/score"] = _ScoreState(_by_key(totals))
+        cycle.state["InterPodAffinity/score"] = _ScoreState(totals)
         return True
 
     def _existing_weights(
@@ -741,7 +768,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             return out
         for key, values in state.topology.items():
             codes = label_codes(cycle.snapshot, key)
-            out += codes.count_table(values)[codes.codes[nodes]]
+            out += _count_table(codes, values)[codes.codes[nodes]]
         return out
 
     def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:

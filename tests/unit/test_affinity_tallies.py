@@ -23,9 +23,9 @@ import pytest
 
 from podium.algorithms.inter_pod_affinity import (
     InterPodAffinity,
-    Pair,
+    KeyCounts,
     PodAffinity,
-    _by_key,
+    _count_table,
     _FilterState,
     _matches_all,
     _ScoreState,
@@ -36,15 +36,24 @@ from podium.algorithms.inter_pod_affinity import (
 from podium.framework.plugin import Cycle
 from podium.kube.objects import PodInfo, parse_node, parse_pod
 from podium.state.cache import Cache
+from podium.state.rows import label_codes
 from podium.state.snapshot import Snapshot
 
 from .algorithms.conftest import HOST, ZONE, node, pod
 
 RACK = "example.com/rack"
 NAMESPACES = {"default": {"team": "a"}, "ns1": {"team": "b"}, "ns2": {"team": "a"}}
+Pair = tuple[str, str]
 
 
 # -- reference: the sums before the tallies, verbatim but for names ------------------------
+def _by_key(counts: Counter[Pair]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for (key, value), count in counts.items():
+        out.setdefault(key, {})[value] = count
+    return out
+
+
 def ref_filter_state(
     plugin: InterPodAffinity, cycle: Cycle, parsed: PodAffinity
 ) -> _FilterState | None:
@@ -84,8 +93,18 @@ def ref_filter_state(
     if not existing and not affinity and not anti:
         return None
     return _FilterState(
-        affinity, anti, affinity_counts, anti_counts, existing, _matches_all(affinity, pod)
+        affinity,
+        anti,
+        key_counts(affinity_counts),
+        key_counts(anti_counts),
+        key_counts(existing),
+        _matches_all(affinity, pod),
     )
+
+
+def key_counts(counts: Counter[Pair]) -> KeyCounts:
+    """The reference's pair counts as the plugin's state holds them."""
+    return {key: Counter(values) for key, values in _by_key(counts).items()}
 
 
 def ref_pre_score(plugin: InterPodAffinity, cycle: Cycle) -> bool:
@@ -124,7 +143,7 @@ def ref_pre_score(plugin: InterPodAffinity, cycle: Cycle) -> bool:
                     totals[(key, value)] += amount
     if not totals:
         return False
-    cycle.state["InterPodAffinity/score"] = _ScoreState(_by_key(totals))
+    cycle.state["InterPodAffinity/score"] = _ScoreState(key_counts(totals))
     return True
 
 
@@ -311,19 +330,24 @@ def decide(plugin: InterPodAffinity, snap: Snapshot, incoming: PodInfo) -> dict[
     }
 
 
+def plain(counts: KeyCounts) -> dict[str, dict[str, int]]:
+    """Plain dicts: Counter equality would take a zero count for a missing one."""
+    return {key: dict(values) for key, values in counts.items()}
+
+
 def filter_counts(state: _FilterState) -> tuple[Any, ...]:
     return (
         state.affinity,
         state.anti,
-        dict(state.affinity_counts),
-        dict(state.anti_counts),
-        dict(state.existing_counts),
+        plain(state.affinity_counts),
+        plain(state.anti_counts),
+        plain(state.existing_counts),
         state.self_match,
     )
 
 
 def score_totals(state: object) -> dict[str, dict[str, int]] | None:
-    return state.topology if isinstance(state, _ScoreState) else None
+    return plain(state.topology) if isinstance(state, _ScoreState) else None
 
 
 def reference(plugin: InterPodAffinity, snap: Snapshot, incoming: PodInfo) -> dict[str, Any]:
@@ -405,7 +429,7 @@ def test_node_label_change_refiles_pods() -> None:
         assert {n: "existing" if v else "" for n, v in verdicts.items()} == expected
         assert verdicts == reference(plugin, snap, green)["verdicts"]
     index = pod_index(snap)
-    assert [dict(t.by_key[ZONE]) for t in index.anti_tallies.values()] == [{(ZONE, "b"): 1}]
+    assert [plain(t.counts) for t in index.anti_tallies.values()] == [{ZONE: {"b": 1}}]
 
 
 def test_tallies_forget_term_lists_no_pod_carries() -> None:
@@ -424,11 +448,30 @@ def test_tallies_forget_term_lists_no_pod_carries() -> None:
     snap = Snapshot()
     snap.update(cache)
     index = pod_index(snap)
-    assert [(t.pods, dict(t.by_key[HOST])) for t in index.tallies.values()] == [
-        (3, {(HOST, "a1"): 3})
-    ]
+    assert [(t.pods, plain(t.counts)) for t in index.tallies.values()] == [(3, {HOST: {"a1": 3}})]
     for p in pods:
         cache.remove_pod(p.uid)
     snap.update(cache)
     assert not pod_index(snap).tallies
     assert not np.any(snap.pod_count)
+
+
+COUNT_TABLES = [
+    pytest.param({}, id="empty"),
+    pytest.param({"a": 2, "c": -3}, id="some-values"),
+    pytest.param({"a": 1, "b": 0, "c": 5, "zz": 9}, id="value-no-node-has"),
+    pytest.param({"zz": 4}, id="only-values-no-node-has"),
+]
+
+
+@pytest.mark.parametrize("counts", COUNT_TABLES)
+def test_count_table_fills_as_label_codes_does(counts: dict[str, int]) -> None:
+    snap = Snapshot()
+    cache = Cache()
+    for name, zone in (("n1", "a"), ("n2", "b"), ("n3", None), ("n4", "c"), ("n5", "a")):
+        cache.add_node(parse_node(node(name, zone=zone)))
+    snap.update(cache)
+    codes = label_codes(snap, ZONE)
+    got = _count_table(codes, counts)
+    assert got.tolist() == codes.count_table(counts).tolist()
+    assert got[codes.codes].tolist() == codes.count_table(counts)[codes.codes].tolist()
