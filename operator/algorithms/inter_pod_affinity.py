@@ -322,13 +322,15 @@ class PodIndex:
         self.row_of = snapshot.index
         self.nodes = snapshot.nodes
         for name, (old, new) in changes.items():
+            # A node's pods are re-filed together; those still there keep their parsed terms.
+            parsed = {id(pod): terms for pod, terms in self.affinity.get(name, ())}
             if old is not None:
                 self._drop(name, old)
             if new is None:
                 del self.labels[name]
             else:
                 self.labels[name] = snapshot.nodes[snapshot.index[name]].labels
-                self._add(name, new)
+                self._add(name, new, parsed)
 
     @staticmethod
     def _put(table: dict[str, ByNode], key: str, name: str, pod: PodInfo) -> None:
@@ -342,7 +344,8 @@ class PodIndex:
             if not nodes:
                 del table[key]
 
-    def _add(self, name: str, pods: dict[str, PodInfo]) -> None:
+    def _add(self, name: str, pods: dict[str, PodInfo], known: Mapping[int, PodAffinity]) -> None:
+        """File ``pods`` under node ``name``; ``known``: terms by id() of pods still alive."""
         labels = self.labels[name]
         for pod in pods.values():
             self._put(self.by_ns, pod.namespace, name, pod)
@@ -353,7 +356,7 @@ class PodIndex:
             for match in self._matches.values():
                 match.update(pod, labels, 1)
             if has_pod_affinity(pod):
-                parsed = self.intern(parse_pod_affinity(pod))
+                parsed = known.get(id(pod)) or self.intern(parse_pod_affinity(pod))
                 self.affinity.setdefault(name, []).append((pod, parsed))
                 if parsed.required_anti:
                     self.anti.setdefault(name, []).append((pod, parsed))
