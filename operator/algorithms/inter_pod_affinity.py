@@ -23,7 +23,8 @@ PodTopologySpread uses it too. It also keeps the sums a cycle needs per
 topology pair, so a cycle costs O(distinct term lists + topology pairs)
 rather than O(pods): per shared term list of existing pods, how many pods
 carry it in each pair; per recently used incoming term list, how many pods
-match it in each pair. Both follow pod changes and node label changes.
+match it in each pair (``affinity_tallies``). Both follow pod changes and
+node label changes.
 
 Why one module of this size: the plugin is kube-scheduler's InterPodAffinity
 (filter, score and their PreFilter state) plus the incremental pod index it
@@ -35,11 +36,19 @@ from __future__ import annotations
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
-from itertools import repeat
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from podium.algorithms.affinity_tallies import (
+    KeyCounts,
+    MatchTally,
+    TermsTally,
+    add_count,
+    count_table,
+    merge_counts,
+    same_labels,
+)
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -54,7 +63,7 @@ from podium.framework.plugin import (
 )
 from podium.framework.registry import register
 from podium.kube.labels import EXISTS, IN, NOTHING, Selector, parse_label_selector
-from podium.state.rows import LabelCodes, RowTracker, label_codes, same_pods, snapshot_cache
+from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
     from podium.kube.objects import NodeInfo, PodInfo
@@ -209,80 +218,6 @@ def merge_namespaces(term: AffinityTerm, snapshot: Snapshot) -> AffinityTerm:
 # -- the per-snapshot pod index ---------------------------------------------------------
 # Tables map a key (namespace, label value) to the pods on each node, by node name.
 ByNode = dict[str, list["PodInfo"]]
-# Pods per topology pair: topology key -> node label value -> count. Neither
-# empty Counters nor zero counts are kept, so "no pair" is an empty dict.
-KeyCounts = dict[str, Counter[str]]
-
-
-def same_labels(old: NodeInfo, new: NodeInfo) -> bool:
-    return old is new or old.labels == new.labels
-
-
-def _count(counts: KeyCounts, key: str, labels: Mapping[str, str], sign: int) -> None:
-    """Add ``sign`` at (key, labels[key]) when the node has the key."""
-    value = labels.get(key)
-    if value is None:
-        return
-    values = counts.get(key)
-    if values is None:
-        values = counts[key] = Counter()
-    total = values[value] + sign
-    if total:
-        values[value] = total
-    else:
-        del values[value]
-        if not values:
-            del counts[key]
-
-
-def _merge(into: KeyCounts, key: str, values: Mapping[str, int] | None, amount: int = 1) -> None:
-    """into[key] += amount x values, giving every value of ``values`` an entry, even at 0."""
-    if not values:
-        return
-    have = into.get(key)
-    if have is None:
-        into[key] = (
-            Counter(values)
-            if amount == 1
-            else Counter({value: amount * count for value, count in values.items()})
-        )
-    elif amount == 1:
-        have.update(values)
-    else:
-        for value, count in values.items():
-            have[value] += amount * count
-
-
-@dataclass(slots=True)
-class TermsTally:
-    """Pods on nodes of each topology pair that carry one (interned) term list.
-
-    Holds the list itself, so the ``id()`` it is filed under stays its own.
-    """
-
-    terms: PodAffinity
-    pods: int = 0
-    counts: KeyCounts = field(default_factory=dict)
-    keys: tuple[str, ...] = ()
-
-    def __post_init__(self) -> None:
-        keys = [t.topology_key for t in self.terms.required + self.terms.required_anti]
-        keys += [w.term.topology_key for w in self.terms.preferred + self.terms.preferred_anti]
-        self.keys = tuple(dict.fromkeys(keys))
-
-
-@dataclass(frozen=True, slots=True)
-class MatchTally:
-    """Pods matching all of ``terms``, counted once per key of ``keys`` in its pair."""
-
-    terms: tuple[AffinityTerm, ...]
-    keys: tuple[str, ...]
-    counts: KeyCounts
-
-    def update(self, pod: PodInfo, labels: Mapping[str, str], sign: int) -> None:
-        if all(t.matches(pod, {}) for t in self.terms):
-            for key in self.keys:
-                _count(self.counts, key, labels, sign)
 
 
 class PodIndex:
@@ -374,7 +309,7 @@ class PodIndex:
             self.anti_tallies.pop(id(parsed), None)
             return
         for key in tally.keys:
-            _count(tally.counts, key, labels, sign)
+            add_count(tally.counts, key, labels, sign)
 
     def intern(self, parsed: PodAffinity) -> PodAffinity:
         if len(self._interned) > _MAX_INTERNED:
@@ -412,7 +347,7 @@ class PodIndex:
             if not rest or _matches_all(rest, pod):
                 labels = self.nodes[row].labels
                 for key in keys:
-                    _count(counts, key, labels, 1)
+                    add_count(counts, key, labels, 1)
         self._matches[cache_key] = MatchTally(terms, keys, counts)
         if len(self._matches) > _MAX_TERM_TALLIES:
             self._matches.popitem(last=False)
@@ -525,20 +460,10 @@ class _ScoreState:
     topology: KeyCounts = field(default_factory=dict)
 
 
-def _count_table(codes: LabelCodes, counts: Mapping[str, int]) -> IntArray:
-    """LabelCodes.count_table, filled with one vector assignment rather than per value."""
-    junk = len(codes.uniques) + 1  # values no node has land here, then are cut off
-    table = np.zeros(junk + 1, dtype=np.int64)
-    if counts:
-        rows = np.fromiter(map(codes.lookup.get, counts, repeat(junk)), np.intp, len(counts))
-        table[rows] = np.fromiter(counts.values(), np.int64, len(counts))
-    return table[:junk]
-
-
 def _positive(snapshot: Snapshot, key: str, counts: Mapping[str, int]) -> MaskArray:
     """Rows whose label ``key`` has a value with a positive count."""
     codes = label_codes(snapshot, key)
-    mask: MaskArray = _count_table(codes, counts)[codes.codes] > 0
+    mask: MaskArray = count_table(codes, counts)[codes.codes] > 0
     return mask
 
 
@@ -596,16 +521,16 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             for term in tally.terms.required_anti:
                 if term.matches(pod, ns_labels):
                     key = term.topology_key
-                    _merge(existing, key, tally.counts.get(key))
+                    merge_counts(existing, key, tally.counts.get(key))
         affinity_counts: KeyCounts = {}
         if affinity:
             keys = tuple(t.topology_key for t in affinity)
             for key, values in index.match_counts(affinity, keys).items():
-                _merge(affinity_counts, key, values)
+                merge_counts(affinity_counts, key, values)
         anti_counts: KeyCounts = {}
         for term in anti:
             for key, values in index.match_counts((term,), (term.topology_key,)).items():
-                _merge(anti_counts, key, values)
+                merge_counts(anti_counts, key, values)
         if not existing and not affinity and not anti:
             return None
         return _FilterState(
@@ -737,10 +662,10 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             term = merge_namespaces(weighted.term, snap)
             counts = index.match_counts((term,), (term.topology_key,))
             for key, values in counts.items():
-                _merge(totals, key, values, weighted.weight * sign)
+                merge_counts(totals, key, values, weighted.weight * sign)
         for tally in index.tallies.values():
             for key, amount in self._existing_weights(tally.terms, pod, ns_labels):
-                _merge(totals, key, tally.counts.get(key), amount)
+                merge_counts(totals, key, tally.counts.get(key), amount)
         if not totals:
             return False
         cycle.state["InterPodAffinity/score"] = _ScoreState(totals)
@@ -771,7 +696,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             return out
         for key, values in state.topology.items():
             codes = label_codes(cycle.snapshot, key)
-            out += _count_table(codes, values)[codes.codes[nodes]]
+            out += count_table(codes, values)[codes.codes[nodes]]
         return out
 
     def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:

@@ -21,11 +21,10 @@ from typing import Any
 import numpy as np
 import pytest
 
+from podium.algorithms.affinity_tallies import KeyCounts, count_table
 from podium.algorithms.inter_pod_affinity import (
     InterPodAffinity,
-    KeyCounts,
     PodAffinity,
-    _count_table,
     _FilterState,
     _matches_all,
     _ScoreState,
@@ -472,6 +471,6 @@ def test_count_table_fills_as_label_codes_does(counts: dict[str, int]) -> None:
         cache.add_node(parse_node(node(name, zone=zone)))
     snap.update(cache)
     codes = label_codes(snap, ZONE)
-    got = _count_table(codes, counts)
+    got = count_table(codes, counts)
     assert got.tolist() == codes.count_table(counts).tolist()
     assert got[codes.codes].tolist() == codes.count_table(counts)[codes.codes].tolist()
