@@ -19,7 +19,12 @@ key lists, and so does Podium.
 ``PodIndex`` keeps, per snapshot, the bound pods by namespace, by the label
 keys that selectors have asked about, and the pods that carry affinity
 terms, updating only rows whose pods changed since the last cycle;
-PodTopologySpread uses it too.
+PodTopologySpread uses it too. It also keeps the sums a cycle needs per
+topology pair, so a cycle costs O(distinct term lists + topology pairs)
+rather than O(pods): per shared term list of existing pods, how many pods
+carry it in each pair; per recently used incoming term list, how many pods
+match it in each pair (``affinity_tallies``). Both follow pod changes and
+node label changes.
 
 Why one module of this size: the plugin is kube-scheduler's InterPodAffinity
 (filter, score and their PreFilter state) plus the incremental pod index it
@@ -28,13 +33,22 @@ needs, one plugin per module as the framework asks.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
+from podium.algorithms.affinity_tallies import (
+    KeyCounts,
+    MatchTally,
+    TermsTally,
+    add_count,
+    count_table,
+    merge_counts,
+    same_labels,
+)
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -52,7 +66,7 @@ from podium.kube.labels import EXISTS, IN, NOTHING, Selector, parse_label_select
 from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
-    from podium.kube.objects import PodInfo
+    from podium.kube.objects import NodeInfo, PodInfo
     from podium.state.snapshot import Snapshot
 
 REASON_EXISTING_ANTI = "node(s) didn't satisfy existing pods anti-affinity rules"
@@ -61,6 +75,9 @@ REASON_ANTI = "node(s) didn't match pod anti-affinity rules"
 
 T = TypeVar("T")
 _MAX_INTERNED = 10_000
+# Incoming term lists whose match counts PodIndex keeps up to date: each costs a
+# match per pod added or removed, so only the most recently used few.
+_MAX_TERM_TALLIES = 32
 
 
 # -- terms ---------------------------------------------------------------------------
@@ -208,7 +225,11 @@ class PodIndex:
 
     def __init__(self) -> None:
         self.tracker: RowTracker[dict[str, PodInfo]] = RowTracker(same_pods)
+        # Node labels decide the topology pairs: a label change re-files that node's pods.
+        self.node_tracker: RowTracker[NodeInfo] = RowTracker(same_labels)
+        self.labels: dict[str, Mapping[str, str]] = {}  # node name -> labels its pods are filed by
         self.row_of: Mapping[str, int] = {}
+        self.nodes: list[NodeInfo] = []
         self.by_ns: dict[str, ByNode] = {}
         self.by_key: dict[str, dict[str, ByNode]] = {}
         self.affinity: dict[str, list[tuple[PodInfo, PodAffinity]]] = {}
@@ -217,14 +238,34 @@ class PodIndex:
         # Pods of one controller carry equal terms; sharing one object per distinct
         # value lets a cycle judge each distinct term list against its pod once.
         self._interned: dict[PodAffinity, PodAffinity] = {}
+        # id(interned terms) -> its tally, for all existing pods with terms and for
+        # those with required anti-affinity terms.
+        self.tallies: dict[int, TermsTally] = {}
+        self.anti_tallies: dict[int, TermsTally] = {}
+        self._matches: OrderedDict[tuple[tuple[AffinityTerm, ...], tuple[str, ...]], MatchTally] = (
+            OrderedDict()
+        )
 
     def refresh(self, snapshot: Snapshot) -> None:
-        for name, old, new in self.tracker.changes(snapshot, snapshot.pods):
+        changes = {
+            name: (old, new) for name, old, new in self.tracker.changes(snapshot, snapshot.pods)
+        }
+        for name, old_node, new_node in self.node_tracker.changes(snapshot, snapshot.nodes):
+            if old_node is not None and new_node is not None and name not in changes:
+                pods = self.tracker.by_name[name]
+                changes[name] = (pods, pods)
+        self.row_of = snapshot.index
+        self.nodes = snapshot.nodes
+        for name, (old, new) in changes.items():
+            # A node's pods are re-filed together; those still there keep their parsed terms.
+            parsed = {id(pod): terms for pod, terms in self.affinity.get(name, ())}
             if old is not None:
                 self._drop(name, old)
-            if new is not None:
-                self._add(name, new)
-        self.row_of = snapshot.index
+            if new is None:
+                del self.labels[name]
+            else:
+                self.labels[name] = snapshot.nodes[snapshot.index[name]].labels
+                self._add(name, new, parsed)
 
     @staticmethod
     def _put(table: dict[str, ByNode], key: str, name: str, pod: PodInfo) -> None:
@@ -238,18 +279,37 @@ class PodIndex:
             if not nodes:
                 del table[key]
 
-    def _add(self, name: str, pods: dict[str, PodInfo]) -> None:
+    def _add(self, name: str, pods: dict[str, PodInfo], known: Mapping[int, PodAffinity]) -> None:
+        """File ``pods`` under node ``name``; ``known``: terms by id() of pods still alive."""
+        labels = self.labels[name]
         for pod in pods.values():
             self._put(self.by_ns, pod.namespace, name, pod)
             for key, table in self.by_key.items():
                 value = pod.labels.get(key)
                 if value is not None:
                     self._put(table, value, name, pod)
+            for match in self._matches.values():
+                match.update(pod, labels, 1)
             if has_pod_affinity(pod):
-                parsed = self.intern(parse_pod_affinity(pod))
+                parsed = known.get(id(pod)) or self.intern(parse_pod_affinity(pod))
                 self.affinity.setdefault(name, []).append((pod, parsed))
                 if parsed.required_anti:
                     self.anti.setdefault(name, []).append((pod, parsed))
+                self._tally(parsed, labels, 1)
+
+    def _tally(self, parsed: PodAffinity, labels: Mapping[str, str], sign: int) -> None:
+        tally = self.tallies.get(id(parsed))
+        if tally is None:
+            tally = self.tallies[id(parsed)] = TermsTally(parsed)
+            if parsed.required_anti:
+                self.anti_tallies[id(parsed)] = tally
+        tally.pods += sign
+        if not tally.pods:
+            del self.tallies[id(parsed)]
+            self.anti_tallies.pop(id(parsed), None)
+            return
+        for key in tally.keys:
+            add_count(tally.counts, key, labels, sign)
 
     def intern(self, parsed: PodAffinity) -> PodAffinity:
         if len(self._interned) > _MAX_INTERNED:
@@ -257,14 +317,41 @@ class PodIndex:
         return self._interned.setdefault(parsed, parsed)
 
     def _drop(self, name: str, pods: dict[str, PodInfo]) -> None:
+        labels = self.labels[name]
         for pod in pods.values():
             self._pop(self.by_ns, pod.namespace, name)
             for key, table in self.by_key.items():
                 value = pod.labels.get(key)
                 if value is not None:
                     self._pop(table, value, name)
-        self.affinity.pop(name, None)
+            for match in self._matches.values():
+                match.update(pod, labels, -1)
+        for _, parsed in self.affinity.pop(name, ()):
+            self._tally(parsed, labels, -1)
         self.anti.pop(name, None)
+
+    def match_counts(self, terms: tuple[AffinityTerm, ...], keys: tuple[str, ...]) -> KeyCounts:
+        """Per topology pair, pods matching all of ``terms`` (namespace-merged), once per key.
+
+        Built from the index on first use, then kept up to date while among
+        the most recently used; callers must not modify the result.
+        """
+        cache_key = (terms, keys)
+        match = self._matches.get(cache_key)
+        if match is not None:
+            self._matches.move_to_end(cache_key)
+            return match.counts
+        counts: KeyCounts = {}
+        rest = terms[1:]  # term_candidates already matched the first
+        for row, pod in term_candidates(self, terms[0]):
+            if not rest or _matches_all(rest, pod):
+                labels = self.nodes[row].labels
+                for key in keys:
+                    add_count(counts, key, labels, 1)
+        self._matches[cache_key] = MatchTally(terms, keys, counts)
+        if len(self._matches) > _MAX_TERM_TALLIES:
+            self._matches.popitem(last=False)
+        return counts
 
     def rows(self, by_node: Mapping[str, T]) -> Iterator[tuple[int, T]]:
         """Entries keyed by node name, with their snapshot rows."""
@@ -355,36 +442,28 @@ def term_candidates(index: PodIndex, term: AffinityTerm) -> Iterator[tuple[int, 
 
 
 # -- the plugin ---------------------------------------------------------------------------
-Pair = tuple[str, str]
 
 
 @dataclass(slots=True)
 class _FilterState:
     affinity: tuple[AffinityTerm, ...]
     anti: tuple[AffinityTerm, ...]
-    affinity_counts: Counter[Pair]
-    anti_counts: Counter[Pair]
-    existing_counts: Counter[Pair]
+    affinity_counts: KeyCounts
+    anti_counts: KeyCounts
+    existing_counts: KeyCounts
     self_match: bool
     masks: tuple[MaskArray, MaskArray, MaskArray] | None = None
 
 
 @dataclass(slots=True)
 class _ScoreState:
-    topology: dict[str, dict[str, int]] = field(default_factory=dict)
-
-
-def _by_key(counts: Counter[Pair]) -> dict[str, dict[str, int]]:
-    out: dict[str, dict[str, int]] = {}
-    for (key, value), count in counts.items():
-        out.setdefault(key, {})[value] = count
-    return out
+    topology: KeyCounts = field(default_factory=dict)
 
 
 def _positive(snapshot: Snapshot, key: str, counts: Mapping[str, int]) -> MaskArray:
     """Rows whose label ``key`` has a value with a positive count."""
     codes = label_codes(snapshot, key)
-    mask: MaskArray = codes.count_table(counts)[codes.codes] > 0
+    mask: MaskArray = count_table(codes, counts)[codes.codes] > 0
     return mask
 
 
@@ -437,34 +516,21 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         affinity = tuple(merge_namespaces(t, snap) for t in parsed.required)
         anti = tuple(merge_namespaces(t, snap) for t in parsed.required_anti)
         index = pod_index(snap)
-        existing: Counter[Pair] = Counter()
-        hits: dict[int, list[str]] = {}  # id(interned terms) -> keys of terms matching pod
-        for row, entries in index.rows(index.anti):
-            labels = snap.nodes[row].labels
-            for _, other in entries:
-                keys = hits.get(id(other))
-                if keys is None:
-                    keys = hits[id(other)] = [
-                        t.topology_key for t in other.required_anti if t.matches(pod, ns_labels)
-                    ]
-                for key in keys:
-                    if key in labels:
-                        existing[(key, labels[key])] += 1
-        affinity_counts: Counter[Pair] = Counter()
+        existing: KeyCounts = {}
+        for tally in index.anti_tallies.values():
+            for term in tally.terms.required_anti:
+                if term.matches(pod, ns_labels):
+                    key = term.topology_key
+                    merge_counts(existing, key, tally.counts.get(key))
+        affinity_counts: KeyCounts = {}
         if affinity:
-            rest = affinity[1:]  # term_candidates already matched the first
-            for row, candidate in term_candidates(index, affinity[0]):
-                if not rest or _matches_all(rest, candidate):
-                    labels = snap.nodes[row].labels
-                    for term in affinity:
-                        if term.topology_key in labels:
-                            affinity_counts[(term.topology_key, labels[term.topology_key])] += 1
-        anti_counts: Counter[Pair] = Counter()
+            keys = tuple(t.topology_key for t in affinity)
+            for key, values in index.match_counts(affinity, keys).items():
+                merge_counts(affinity_counts, key, values)
+        anti_counts: KeyCounts = {}
         for term in anti:
-            for row, _ in term_candidates(index, term):
-                labels = snap.nodes[row].labels
-                if term.topology_key in labels:
-                    anti_counts[(term.topology_key, labels[term.topology_key])] += 1
+            for key, values in index.match_counts((term,), (term.topology_key,)).items():
+                merge_counts(anti_counts, key, values)
         if not existing and not affinity and not anti:
             return None
         return _FilterState(
@@ -488,7 +554,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         n = len(snapshot)
         affinity_bad = np.zeros(n, dtype=bool)
         if state.affinity:
-            counts = _by_key(state.affinity_counts)
+            counts = state.affinity_counts
             has_keys = np.ones(n, dtype=bool)
             pods_exist = np.ones(n, dtype=bool)
             for term in state.affinity:
@@ -500,13 +566,13 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             affinity_bad = ~(has_keys & (pods_exist | first_pod))
         anti_bad = np.zeros(n, dtype=bool)
         if state.anti_counts:
-            counts = _by_key(state.anti_counts)
+            counts = state.anti_counts
             for term in state.anti:
                 anti_bad |= _positive(
                     snapshot, term.topology_key, counts.get(term.topology_key, {})
                 )
         existing_bad = np.zeros(n, dtype=bool)
-        for key, values in _by_key(state.existing_counts).items():
+        for key, values in state.existing_counts.items():
             existing_bad |= _positive(snapshot, key, values)
         state.masks = (affinity_bad, anti_bad, existing_bad)
         return state.masks
@@ -542,7 +608,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             parts = []
             for term in state.affinity:
                 value = labels[term.topology_key]
-                if state.affinity_counts[(term.topology_key, value)] <= 0:
+                if state.affinity_counts.get(term.topology_key, Counter())[value] <= 0:
                     parts.append(
                         f"no pod matching {term.describe()} in {term.topology_key}={value}"
                     )
@@ -588,33 +654,21 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         if self.ignore_existing_preferred and not has_constraints:
             return False
         ns_labels = snap.namespace_labels.get(pod.namespace, {})
-        totals: Counter[Pair] = Counter()
+        totals: KeyCounts = {}
         index = pod_index(snap)
         for weighted, sign in [(w, 1) for w in parsed.preferred] + [
             (w, -1) for w in parsed.preferred_anti
         ]:
             term = merge_namespaces(weighted.term, snap)
-            key, amount = term.topology_key, weighted.weight * sign
-            for row, _ in term_candidates(index, term):
-                value = snap.nodes[row].labels.get(key)
-                if value is not None:
-                    totals[(key, value)] += amount
-        weights: dict[int, list[tuple[str, int]]] = {}  # id(interned terms) -> (key, amount)
-        for row, entries in index.rows(index.affinity):
-            labels = snap.nodes[row].labels
-            if not labels:
-                continue
-            for _, other in entries:
-                amounts = weights.get(id(other))
-                if amounts is None:
-                    amounts = weights[id(other)] = self._existing_weights(other, pod, ns_labels)
-                for key, amount in amounts:
-                    value = labels.get(key)
-                    if value is not None:
-                        totals[(key, value)] += amount
+            counts = index.match_counts((term,), (term.topology_key,))
+            for key, values in counts.items():
+                merge_counts(totals, key, values, weighted.weight * sign)
+        for tally in index.tallies.values():
+            for key, amount in self._existing_weights(tally.terms, pod, ns_labels):
+                merge_counts(totals, key, tally.counts.get(key), amount)
         if not totals:
             return False
-        cycle.state["InterPodAffinity/score"] = _ScoreState(_by_key(totals))
+        cycle.state["InterPodAffinity/score"] = _ScoreState(totals)
         return True
 
     def _existing_weights(
@@ -642,7 +696,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             return out
         for key, values in state.topology.items():
             codes = label_codes(cycle.snapshot, key)
-            out += codes.count_table(values)[codes.codes[nodes]]
+            out += count_table(codes, values)[codes.codes[nodes]]
         return out
 
     def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:
