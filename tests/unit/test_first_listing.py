@@ -73,40 +73,35 @@ async def test_wait_gives_up_after_a_stall_and_names_what_is_missing() -> None:
     assert [(e["event"], e["missing"]) for e in logs] == [("watches_sync_gave_up", {"nodes": 1})]
 
 
-async def test_wait_goes_on_while_objects_keep_arriving() -> None:
+def _trickle(count: int, gap: float) -> tuple[FirstListing, asyncio.Task[None]]:
+    """``count`` primed nodes, delivered one every ``gap`` seconds by a background task."""
     listing = FirstListing()
-    uids = [str(i) for i in range(6)]
-    for uid in uids:
-        listing.expect("nodes", _obj(uid))
-    listing.start()
-
-    async def deliver() -> None:
-        for uid in uids:  # 6 x 0.04 s: longer than one stall of 0.1 s
-            await asyncio.sleep(0.04)
-            listing.seen("nodes", _obj(uid))
-
-    feeder = asyncio.create_task(deliver())
-    with capture_logs() as logs:
-        await listing.wait(limit=60, stall=0.1)
-    await feeder
-    assert [e["event"] for e in logs] == ["watches_synced"]
-
-
-async def test_wait_stops_at_the_limit_even_while_objects_arrive() -> None:
-    listing = FirstListing()
-    uids = [str(i) for i in range(100)]
+    uids = [str(i) for i in range(count)]
     for uid in uids:
         listing.expect("nodes", _obj(uid))
     listing.start()
 
     async def deliver() -> None:
         for uid in uids:
-            await asyncio.sleep(0.02)
+            await asyncio.sleep(gap)
             listing.seen("nodes", _obj(uid))
 
-    feeder = asyncio.create_task(deliver())
+    return listing, asyncio.create_task(deliver())
+
+
+@pytest.mark.parametrize(
+    ("count", "limit", "outcome"),
+    [
+        # 12 x 0.05 s is longer than one stall of 0.25 s: arrivals keep the wait going.
+        pytest.param(12, 60.0, "watches_synced", id="progress-extends-the-wait"),
+        # 100 x 0.05 s outlasts the limit, progress or not.
+        pytest.param(100, 0.5, "watches_sync_gave_up", id="limit-ends-it"),
+    ],
+)
+async def test_wait_while_objects_trickle_in(count: int, limit: float, outcome: str) -> None:
+    listing, feeder = _trickle(count, gap=0.05)
     with capture_logs() as logs:
-        await listing.wait(limit=0.2, stall=0.1)
+        await listing.wait(limit=limit, stall=0.25)
     feeder.cancel()
     assert listing.synced.is_set()
-    assert [e["event"] for e in logs] == ["watches_sync_gave_up"]
+    assert [e["event"] for e in logs] == [outcome]
