@@ -207,6 +207,37 @@ class _ScoreState:
 _MAX_COUNTED = 32  # (selector, namespace) pairs whose counts are kept across cycles
 
 
+def _framework_edits(
+    snap: Snapshot, selector: Selector, namespace: str, counts: IntArray
+) -> IntArray:
+    """Rows under a preemption or nominated-pod edit, counted as Go's ``updateWithPod``.
+
+    A recount skips terminating pods, as ``countPodsMatchSelector`` does; Go's
+    RemovePod and AddPod move the PreFilter count for any matching pod, terminating
+    or not. So a terminating victim removed lowers its domain's count in Go though
+    it was never counted: each edited row gets the terminating pods it gained less
+    those it lost.
+    """
+    fixed = counts
+    for row, before in snap.unedited.items():
+        delta = _terminating(snap.pods[row].values(), selector, namespace) - _terminating(
+            before.values(), selector, namespace
+        )
+        if delta:
+            if fixed is counts:
+                fixed = counts.copy()
+            fixed[row] += delta
+    return fixed
+
+
+def _terminating(pods: Iterable[PodInfo], selector: Selector, namespace: str) -> int:
+    return sum(
+        1
+        for pod in pods
+        if pod.deleting and pod.namespace == namespace and selector.matches(pod.labels)
+    )
+
+
 def count_matching(pods: Iterable[PodInfo], selector: Selector, namespace: str) -> int:
     """The pods of one node that countPodsMatchSelector counts."""
     return sum(
@@ -330,6 +361,8 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             if not isinstance(held, MatchCounts):
                 held = snapshot_cache(snap)["PodTopologySpread/matchCounts"] = MatchCounts()
             counts = held.get(snap, c.selector, cycle.pod.namespace)
+            if snap.unedited:
+                counts = _framework_edits(snap, c.selector, cycle.pod.namespace, counts)
         memo[c.selector] = counts
         return counts
 

@@ -122,7 +122,11 @@ class ShadowRunner:
             return
         state = cache.pods.get(pod.uid)
         row = snapshot.index.get(state.node) if state is not None else None
-        backup = snapshot.edit_row(row, remove=[state.pod]) if row is not None and state else None
+        backup = (
+            snapshot.edit_row(row, remove=[state.pod], framework=False)
+            if row is not None and state
+            else None
+        )
         try:
             for profile in job.profiles:
                 started = time.perf_counter()

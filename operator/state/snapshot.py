@@ -73,6 +73,9 @@ class Snapshot:
         self.pod_generation = 0
         self.version = 0
         self.namespace_labels: dict[str, dict[str, str]] = {}
+        # Rows under what-if edits that stand for the framework's AddPod/RemovePod on a
+        # PreFilter state (preemption, nominated pods): row -> its pods before the edits.
+        self.unedited: dict[int, dict[str, PodInfo]] = {}
         # Shared with the scheduler, like namespace_labels: storage is not per node.
         self.volumes = VolumeStore()
         # The same for the Service and controller selectors of default topology spreading.
@@ -185,7 +188,12 @@ class Snapshot:
 
     # -- what-if edits (preemption, nominated pods) --------------------------
     def edit_row(
-        self, i: int, remove: Iterable[PodInfo] = (), add: Iterable[PodInfo] = ()
+        self,
+        i: int,
+        remove: Iterable[PodInfo] = (),
+        add: Iterable[PodInfo] = (),
+        *,
+        framework: bool = True,
     ) -> RowBackup:
         """Rewrite row ``i`` as if ``remove`` left the node and ``add`` joined it.
 
@@ -193,7 +201,12 @@ class Snapshot:
         stamp the row with a new version, so incremental indexes re-read just
         that row. Only for the failure path and nominated pods: the cache is
         not touched, and ``update`` must not run between edit and restore.
+        ``framework``: the edit stands for kube-scheduler's AddPod/RemovePod on a
+        PreFilter state, so the row's pods before it are kept in ``unedited`` for the
+        plugins whose incremental update counts differently from a recount.
         """
+        if framework:
+            self.unedited.setdefault(i, self.pods[i])
         backup = RowBackup(
             self.pods[i],
             self.ports[i],
@@ -227,6 +240,8 @@ class Snapshot:
         self.nonzero_cpu[i] = backup.nonzero_cpu
         self.nonzero_memory[i] = backup.nonzero_memory
         self._set_pods(i, backup.pods, backup.ports)
+        if self.unedited.get(i) is backup.pods:  # the outermost edit undone
+            del self.unedited[i]
 
     def _set_pods(self, i: int, pods: dict[str, PodInfo], ports: Counter[HostPort]) -> None:
         self.pods[i] = pods

@@ -305,3 +305,67 @@ def test_nominator_keeps_in_memory_nomination() -> None:
     )
     nominator.remove(p.uid)
     assert not nominator.by_node and len(nominator) == 0
+
+
+# Go's RemovePod lowers PodTopologySpread's count for any matching victim, though its
+# PreFilter (countPodsMatchSelector) never counted a terminating one.
+SPREAD_X = {
+    "maxSkew": 2,
+    "topologyKey": "zone",
+    "whenUnsatisfiable": "DoNotSchedule",
+    "labelSelector": {"matchLabels": {"app": "x"}},
+}
+
+
+@pytest.mark.parametrize(
+    ("terminating", "candidate", "victims"),
+    [
+        # zone A counts 2 (t skipped); removing t makes it 1: skew 1 + 1 - 0 <= 2.
+        pytest.param(True, "n1", ["t"], id="terminating-victim-lowers-the-count"),
+        # zone A counts 3; removing t makes it 2: skew 2 + 1 - 0 > 2 everywhere.
+        pytest.param(False, "", [], id="running-victim"),
+    ],
+)
+def test_a_spread_victims_removal_counts_as_go_counts_it(
+    terminating: bool, candidate: str, victims: list[str]
+) -> None:
+    t = pod("t", cpu="1", node_name="n1", priority=0, labels={"app": "x"})
+    if terminating:
+        t["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    snap = snap_of(
+        [
+            node("n1", cpu="1", labels={"zone": "A"}),
+            node("n2", cpu="2", labels={"zone": "A"}),
+            node("n3", cpu="1", labels={"zone": "B"}),
+        ],
+        [
+            t,
+            pod("a1", cpu="1", node_name="n2", priority=1000, labels={"app": "x"}),
+            pod("a2", cpu="1", node_name="n2", priority=1000, labels={"app": "x"}),
+            pod("b1", cpu="1", node_name="n3", priority=1000, labels={"app": "y"}),
+        ],
+    )
+    incoming = parse_pod(
+        pod("p", cpu="1", priority=100, labels={"app": "x"}, topologySpreadConstraints=[SPREAD_X])
+    )
+    result = fail(snap, incoming)
+    assert result.nominating == candidate
+    assert victims_of(snap, incoming, "n1")[0] == victims
+    assert not snap.unedited
+
+
+def test_rows_under_framework_edits_keep_their_pods_before_the_first_edit() -> None:
+    snap = snap_of([node("n1", cpu="4")], [pod("a", cpu="1", node_name="n1", priority=1)])
+    row, original = 0, snap.pods[0]
+    a = original[next(iter(original))]
+    extra = parse_pod(pod("b", cpu="1", priority=1))
+    outer = snap.edit_row(row, remove=[a])
+    inner = snap.edit_row(row, add=[extra])
+    assert snap.unedited == {row: original}
+    snap.restore_row(row, inner)
+    assert snap.unedited == {row: original}
+    snap.restore_row(row, outer)
+    assert snap.unedited == {}
+    shadow = snap.edit_row(row, remove=[a], framework=False)  # the pod's own absence
+    assert snap.unedited == {}
+    snap.restore_row(row, shadow)
