@@ -11,17 +11,11 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from itertools import repeat
 from typing import TYPE_CHECKING
-
-import numpy as np
-
-from podium.state.arrays import IntArray
 
 if TYPE_CHECKING:
     from podium.algorithms.inter_pod_affinity import AffinityTerm, PodAffinity
     from podium.kube.objects import NodeInfo, PodInfo
-    from podium.state.rows import LabelCodes
 
 # Pods per topology pair: topology key -> node label value -> count. Neither
 # empty Counters nor zero counts are kept, so "no pair" is an empty dict.
@@ -102,22 +96,11 @@ class MatchTally:
                 add_count(self.counts, key, labels, sign)
 
 
-def count_table(codes: LabelCodes, counts: Mapping[str, int]) -> IntArray:
-    """LabelCodes.count_table, filled with one vector assignment rather than per value."""
-    junk = len(codes.uniques) + 1  # values no node has land here, then are cut off
-    table = np.zeros(junk + 1, dtype=np.int64)
-    if counts:
-        rows = np.fromiter(map(codes.lookup.get, counts, repeat(junk)), np.intp, len(counts))
-        table[rows] = np.fromiter(counts.values(), np.int64, len(counts))
-    return table[:junk]
-
-
 __all__ = [
     "KeyCounts",
     "MatchTally",
     "TermsTally",
     "add_count",
-    "count_table",
     "merge_counts",
     "same_labels",
 ]

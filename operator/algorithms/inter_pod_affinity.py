@@ -45,7 +45,6 @@ from podium.algorithms.affinity_tallies import (
     MatchTally,
     TermsTally,
     add_count,
-    count_table,
     merge_counts,
     same_labels,
 )
@@ -463,7 +462,7 @@ class _ScoreState:
 def _positive(snapshot: Snapshot, key: str, counts: Mapping[str, int]) -> MaskArray:
     """Rows whose label ``key`` has a value with a positive count."""
     codes = label_codes(snapshot, key)
-    mask: MaskArray = count_table(codes, counts)[codes.codes] > 0
+    mask: MaskArray = codes.count_table(counts)[codes.codes] > 0
     return mask
 
 
@@ -696,7 +695,7 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             return out
         for key, values in state.topology.items():
             codes = label_codes(cycle.snapshot, key)
-            out += count_table(codes, values)[codes.codes[nodes]]
+            out += codes.count_table(values)[codes.codes[nodes]]
         return out
 
     def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:

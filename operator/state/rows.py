@@ -11,6 +11,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import numpy as np
@@ -48,13 +49,17 @@ class LabelCodes:
         return np.append(table, absent)
 
     def count_table(self, counts: Mapping[str, int]) -> IntArray:
-        """Per-code lookup of ``counts`` by label value; nodes without the label get 0."""
-        table = np.zeros(len(self.uniques) + 1, dtype=np.int64)
-        for value, count in counts.items():
-            code = self.lookup.get(value)
-            if code is not None:
-                table[code] = count
-        return table
+        """Per-code lookup of ``counts`` by label value; nodes without the label get 0.
+
+        Filled with one vector assignment: values no node has go to a spare last slot,
+        which is cut off.
+        """
+        spare = len(self.uniques) + 1
+        table = np.zeros(spare + 1, dtype=np.int64)
+        if counts:
+            rows = np.fromiter(map(self.lookup.get, counts, repeat(spare)), np.intp, len(counts))
+            table[rows] = np.fromiter(counts.values(), np.int64, len(counts))
+        return table[:spare]
 
     def value_codes(self) -> NDArray[np.intp]:
         """Codes where a missing label counts as the value "" (Go's ``node.Labels[key]``)."""

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from podium.algorithms.affinity_tallies import KeyCounts, count_table
+from podium.algorithms.affinity_tallies import KeyCounts
 from podium.algorithms.inter_pod_affinity import (
     InterPodAffinity,
     PodAffinity,
@@ -464,13 +464,17 @@ COUNT_TABLES = [
 
 
 @pytest.mark.parametrize("counts", COUNT_TABLES)
-def test_count_table_fills_as_label_codes_does(counts: dict[str, int]) -> None:
+def test_count_table_fills_as_a_lookup_per_value_does(counts: dict[str, int]) -> None:
     snap = Snapshot()
     cache = Cache()
     for name, zone in (("n1", "a"), ("n2", "b"), ("n3", None), ("n4", "c"), ("n5", "a")):
         cache.add_node(parse_node(node(name, zone=zone)))
     snap.update(cache)
     codes = label_codes(snap, ZONE)
-    got = count_table(codes, counts)
-    assert got.tolist() == codes.count_table(counts).tolist()
-    assert got[codes.codes].tolist() == codes.count_table(counts)[codes.codes].tolist()
+    expected = [0] * (len(codes.uniques) + 1)  # the last slot: nodes without the label
+    for value, count in counts.items():
+        if value in codes.lookup:
+            expected[codes.lookup[value]] = count
+    got = codes.count_table(counts)
+    assert got.tolist() == expected
+    assert got[codes.codes].tolist() == [expected[c] for c in codes.codes]
