@@ -220,8 +220,8 @@ def _framework_edits(
     """
     fixed = counts
     for row, before in snap.unedited.items():
-        delta = _terminating(snap.pods[row].values(), selector, namespace) - _terminating(
-            before.values(), selector, namespace
+        delta = _matching(snap.pods[row].values(), selector, namespace, True) - _matching(
+            before.values(), selector, namespace, True
         )
         if delta:
             if fixed is counts:
@@ -230,20 +230,17 @@ def _framework_edits(
     return fixed
 
 
-def _terminating(pods: Iterable[PodInfo], selector: Selector, namespace: str) -> int:
+def _matching(
+    pods: Iterable[PodInfo], selector: Selector, namespace: str, terminating: bool = False
+) -> int:
+    """The pods of one node in ``namespace`` that ``selector`` matches: those that
+    countPodsMatchSelector counts, or (``terminating``) those it skips."""
     return sum(
         1
         for pod in pods
-        if pod.deleting and pod.namespace == namespace and selector.matches(pod.labels)
-    )
-
-
-def count_matching(pods: Iterable[PodInfo], selector: Selector, namespace: str) -> int:
-    """The pods of one node that countPodsMatchSelector counts."""
-    return sum(
-        1
-        for pod in pods
-        if pod.namespace == namespace and not pod.deleting and selector.matches(pod.labels)
+        if pod.deleting == terminating
+        and pod.namespace == namespace
+        and selector.matches(pod.labels)
     )
 
 
@@ -272,9 +269,7 @@ class MatchCounts:
         return counts
 
     def _refresh(self, snap: Snapshot) -> None:
-        renumbered = snap.names is not self.tracker.names or len(snap.pods) != len(
-            self.tracker.refs
-        )
+        renumbered = self.tracker.renumbered(snap, snap.pods)
         changes = self.tracker.changes(snap, snap.pods)
         if renumbered:
             self.counts.clear()
@@ -285,7 +280,7 @@ class MatchCounts:
         for (selector, namespace), counts in self.counts.items():
             fresh = counts.copy()
             for row, pods in rows:
-                fresh[row] = count_matching(pods.values(), selector, namespace)
+                fresh[row] = _matching(pods.values(), selector, namespace)
             self.counts[(selector, namespace)] = fresh
 
     @staticmethod

@@ -152,6 +152,10 @@ class RowTracker(Generic[T]):
         self.refs: list[T] = []
         self.version = -1
 
+    def renumbered(self, snapshot: Snapshot, column: Sequence[T]) -> bool:
+        """Whether the snapshot was rebuilt (rows renumbered) since the last look."""
+        return snapshot.names is not self.names or len(column) != len(self.refs)
+
     def changes(
         self, snapshot: Snapshot, column: Sequence[T]
     ) -> list[tuple[str, T | None, T | None]]:
@@ -161,7 +165,7 @@ class RowTracker(Generic[T]):
         are compared (``Snapshot.row_version``), so a cycle costs O(changed).
         """
         names = snapshot.names
-        if names is self.names and len(column) == len(self.refs):
+        if not self.renumbered(snapshot, column):
             rows = np.flatnonzero(snapshot.row_version > self.version).tolist()
             gone: list[str] = []
         else:
