@@ -30,7 +30,7 @@ import aiohttp
 import orjson
 import structlog
 
-from podium.kube.client import LIST_PAGE, ApiError, KubeClient
+from podium.kube.client import LIST_PAGE, ApiError, KubeClient, list_pages
 from podium.scheduling.resync import stale_keys
 
 __all__ = ["Deliver", "ListWatch", "ListWatchSettings"]
@@ -111,22 +111,15 @@ class ListWatch:
         """A full paginated LIST, then deletes for what it no longer holds."""
         listed: set[str] = set()
         version = ""
-        token = ""
-        while True:
-            params = {"limit": str(self.settings.page)}
-            if token:
-                params["continue"] = token
-            page = await self.client.get(self.path, params)
-            meta = page.get("metadata") or {}
-            version = version or str(meta.get("resourceVersion") or "")
-            for item in page.get("items") or []:
+        async for page in list_pages(self.client, self.path, self.settings.page):
+            if page.first:  # a (re)started list: only its own snapshot counts
+                listed.clear()
+                version = page.version
+            for item in page.items:
                 uid = (item.get("metadata") or {}).get("uid")
                 if uid:
                     listed.add(str(uid))
                 self.deliver(None, item)
-            token = str(meta.get("continue") or "")
-            if not token:
-                break
             await asyncio.sleep(0)  # let the scheduling loop and other watches run between pages
         for uid in stale_keys(self.cached(), listed, version):
             self.deliver("DELETED", {"metadata": {"uid": uid}})
