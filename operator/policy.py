@@ -148,7 +148,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
     scheduler_name = spec.get("schedulerName", "podium")
     if not isinstance(scheduler_name, str) or not scheduler_name:
         raise PolicyError("spec.schedulerName must be a non-empty string")
-    preemption = plugin_args("DefaultPreemption") if "defaultPreemption" in args else {}
+    percentage, absolute = preemption_args(plugin_args("DefaultPreemption"))
     post_events = spec.get("postSuccessEvents", True)
     if not isinstance(post_events, bool):
         raise PolicyError("spec.postSuccessEvents must be a boolean")
@@ -170,8 +170,8 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         unschedulable_flush=float(_int(spec, "unschedulableFlushSeconds", 300)),
         post_success_events=post_events,
         dry_run=mode == "DryRun",
-        min_candidate_nodes_percentage=int(preemption.get("minCandidateNodesPercentage", 10)),
-        min_candidate_nodes_absolute=int(preemption.get("minCandidateNodesAbsolute", 100)),
+        min_candidate_nodes_percentage=percentage,
+        min_candidate_nodes_absolute=absolute,
         policy=policy,
         generation=generation,
         record_decisions=records.enabled,
@@ -202,6 +202,34 @@ def decision_records(spec: Mapping[str, Any]) -> _Records:
     if isinstance(top, bool) or not isinstance(top, int) or not 0 <= top <= MAX_TOP_NODES:
         raise PolicyError(f"spec.decisionRecords.topNodes must be an integer 0..{MAX_TOP_NODES}")
     return _Records(enabled, top)
+
+
+def preemption_args(args: Mapping[str, Any]) -> tuple[int, int]:
+    """DefaultPreemption's minCandidateNodesPercentage and minCandidateNodesAbsolute, checked
+    as Go's ``ValidateDefaultPreemptionArgs`` checks them (ranges, never both zero)."""
+    values = []
+    for key, default in (("minCandidateNodesPercentage", 10), ("minCandidateNodesAbsolute", 100)):
+        value = args.get(key, default)
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise PolicyError(f"spec.pluginArgs.defaultPreemption.{key} must be an integer")
+        values.append(value)
+    percentage, absolute = values
+    if not 0 <= percentage <= 100:
+        raise PolicyError(
+            "spec.pluginArgs.defaultPreemption.minCandidateNodesPercentage: "
+            f"{percentage}: not in valid range [0, 100]"
+        )
+    if absolute < 0:
+        raise PolicyError(
+            "spec.pluginArgs.defaultPreemption.minCandidateNodesAbsolute: "
+            f"{absolute}: not in valid range [0, inf)"
+        )
+    if percentage == 0 and absolute == 0:
+        raise PolicyError(
+            "spec.pluginArgs.defaultPreemption.minCandidateNodesPercentage: "
+            "cannot be zero at the same time as minCandidateNodesAbsolute"
+        )
+    return percentage, absolute
 
 
 def shadow_target(spec: Mapping[str, Any], scheduler_name: str, mode: str) -> str:
