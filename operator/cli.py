@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--disable-preemption",
         action="store_true",
-        help="never consider evicting pods (for RBAC without pods delete)",
+        help="never consider evicting pods, in any profile (for RBAC without pods delete)",
     )
     run.add_argument("--log-format", choices=("json", "console"), default="json")
     run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")

@@ -293,12 +293,11 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     loaded = load_entry_points()
     if loaded:
         log.info("plugins_loaded", plugins=loaded)
-    builtin = default_profile(options.scheduler_name)
-    builtin.preemption = options.preemption
     scheduler = PodiumScheduler(
         binder,
-        {options.scheduler_name: builtin},
+        {options.scheduler_name: default_profile(options.scheduler_name)},
         metrics,
+        preemption=options.preemption,
     )
     await scheduler.discover(client)
     registry = build_registry(scheduler, client, options)

@@ -20,7 +20,7 @@ import functools
 import random
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -117,9 +117,15 @@ class PodiumScheduler:
         profiles: Mapping[str, Profile],
         metrics: Metrics | None = None,
         rng: random.Random | None = None,
+        preemption: bool = True,
     ) -> None:
         self.binder = binder
-        self.profiles: dict[str, Profile] = dict(profiles)
+        # False (``podium run --disable-preemption``): no profile preempts, whatever its
+        # policy says, since the chart then withholds the rights to delete and evict pods.
+        self.preemption = preemption
+        self.profiles: dict[str, Profile] = {
+            name: self._allowed(profile) for name, profile in profiles.items()
+        }
         # Names whose policy was deleted: their pods wait, with an Event saying why.
         self.orphaned: set[str] = set()
         self.metrics = metrics or Metrics()
@@ -156,8 +162,14 @@ class PodiumScheduler:
         self.queue.interest = interest
         self.shadow.profiles = shadows_by_target(self.profiles.values())
 
+    def _allowed(self, profile: Profile) -> Profile:
+        if profile.preemption and not self.preemption:
+            return replace(profile, preemption=False)
+        return profile
+
     def set_profile(self, profile: Profile) -> None:
         """Install or replace a profile; queued pods use it from their next attempt."""
+        profile = self._allowed(profile)
         self.profiles[profile.scheduler_name] = profile
         self.orphaned.discard(profile.scheduler_name)
         self.queue.profile_settings[profile.scheduler_name] = _queue_settings(profile)
