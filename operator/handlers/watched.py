@@ -2,7 +2,7 @@
 
 A handler only turns an event into a call on the scheduler (cache, stores,
 queue); it writes nothing onto the object, and a poison object is logged and
-skipped, never allowed to stop the watch. Rows marked ``relisted`` tell the
+skipped, never allowed to stop the watch. Every kopf-watched row tells the
 resyncer when kopf has finished a (re)list, so objects deleted while the watch
 was down are dropped (see ``podium.scheduling.resync``). Rows marked ``direct``
 are not watched through kopf's per-object machinery but by a ``ListWatch``
@@ -10,7 +10,7 @@ are not watched through kopf's per-object machinery but by a ``ListWatch``
 feeds the same handler, and synthesises its own deletes after a relist.
 
 To watch a new kind: add a row here, an ``on_*`` method on ``PodiumScheduler``,
-the kind to the scheduler's ``prime`` and (if relisted) to the resyncer, and
+the kind to the scheduler's ``prime`` (``_object_stores``) and to the resyncer, and
 list/watch for it to the chart's ClusterRole.
 """
 
@@ -40,7 +40,6 @@ class Watched:
     version: str
     plural: str
     apply: Apply
-    relisted: bool = True
     # Watched by a direct ListWatch instead of kopf: the pod firehose (docs/architecture.md).
     direct: bool = False
     # Watched only when discovery showed the kind served (the beta Workload API).
@@ -59,8 +58,8 @@ def _store(method: str, kind: str) -> Apply:
 WATCHED: tuple[Watched, ...] = (
     Watched("", "v1", "pods", PodiumScheduler.on_pod, direct=True),
     Watched("", "v1", "nodes", PodiumScheduler.on_node),
-    Watched("", "v1", "namespaces", PodiumScheduler.on_namespace, relisted=False),
-    Watched("policy", "v1", "poddisruptionbudgets", PodiumScheduler.on_pdb, relisted=False),
+    Watched("", "v1", "namespaces", PodiumScheduler.on_namespace),
+    Watched("policy", "v1", "poddisruptionbudgets", PodiumScheduler.on_pdb),
     # Storage, for the volume plugins.
     *(
         Watched(group, "v1", plural, _store("on_volume", plural))
@@ -108,7 +107,7 @@ WATCHED: tuple[Watched, ...] = (
 
 def handler(scheduler: PodiumScheduler, row: Watched) -> Deliver:
     """The one place where an event of ``row``'s kind becomes cache and queue updates."""
-    resync = row.relisted and not row.direct  # a direct stream reconciles its own relists
+    resync = not row.direct  # a direct stream reconciles its own relists
 
     first_listing = None if row.direct else scheduler.first_listing
 

@@ -30,14 +30,20 @@ from podium.state.podgroups import KINDS as WORKLOAD_KINDS
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.volumes import KINDS as VOLUME_KINDS
 
-__all__ = ["METADATA_LIST", "ResyncSettings", "Resyncer", "stale_keys"]
+__all__ = ["METADATA_LIST", "META_KINDS", "ResyncSettings", "Resyncer", "stale_keys"]
 
 log = structlog.get_logger("podium.scheduling.resync")
 
+# Namespaces (namespaceSelector terms) and PDBs (which victims preemption prefers).
+META_KINDS: dict[str, str] = {
+    "namespaces": "/api/v1/namespaces",
+    "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
+}
 # The kinds whose cached state a relist can leave stale, and where to LIST them.
 _PATHS: dict[str, str] = {
     "pods": "/api/v1/pods",
     "nodes": "/api/v1/nodes",
+    **META_KINDS,
     **VOLUME_KINDS,
     **SELECTOR_KINDS,
     **DRA_KINDS,
@@ -48,7 +54,13 @@ _PATHS: dict[str, str] = {
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 # Namespaced kinds cached by namespace/name (pods are cached by uid).
 _BY_NAMESPACE = frozenset(
-    {"persistentvolumeclaims", *SELECTOR_KINDS, *DRA_NAMESPACED, *WORKLOAD_KINDS}
+    {
+        "persistentvolumeclaims",
+        "poddisruptionbudgets",
+        *SELECTOR_KINDS,
+        *DRA_NAMESPACED,
+        *WORKLOAD_KINDS,
+    }
 )
 
 

@@ -52,7 +52,7 @@ from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
 from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
-from podium.scheduling.resync import Resyncer
+from podium.scheduling.resync import META_KINDS, Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder
 from podium.state.cache import Cache
@@ -110,6 +110,9 @@ class _ObjectStore:
     apply: Callable[[str, str | None, Mapping[str, Any]], None]
 
 
+_META_KINDS = tuple(META_KINDS)
+
+
 class PodiumScheduler:
     def __init__(
         self,
@@ -138,6 +141,8 @@ class PodiumScheduler:
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
+        # resourceVersions of the namespaces and PDBs held, for the resync after a gap.
+        self._versions: dict[str, dict[str, str]] = {kind: {} for kind in _META_KINDS}
         self.pod_groups = PodGroupStore()
         self.queue = SchedulingQueue()
         for profile in self.profiles.values():
@@ -213,7 +218,9 @@ class PodiumScheduler:
         name = str(meta["name"])
         if event_type == "DELETED":
             self.snapshot.namespace_labels.pop(name, None)
+            self._versions["namespaces"].pop(name, None)
             return
+        self._versions["namespaces"][name] = str(meta.get("resourceVersion") or "")
         raw = meta.get("labels")
         labels = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, Mapping) else {}
         if self.snapshot.namespace_labels.get(name) != labels:
@@ -224,10 +231,13 @@ class PodiumScheduler:
         pdb = parse_pdb(body)
         if pdb is None:
             return
+        versions = self._versions["poddisruptionbudgets"]
         if event_type == "DELETED":
             self.pdbs.pop(pdb.key, None)
+            versions.pop(pdb.key, None)
         else:
             self.pdbs[pdb.key] = pdb
+            versions[pdb.key] = str((body.get("metadata") or {}).get("resourceVersion") or "")
 
     def on_selector(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A Service, ReplicationController, ReplicaSet or StatefulSet event.
@@ -319,8 +329,19 @@ class PodiumScheduler:
         self.queue.add(pod)
 
     def _object_stores(self) -> list[_ObjectStore]:
-        """The watched kinds kept by namespace/name outside the node and pod cache."""
+        """The watched kinds kept by name or namespace/name outside the node and pod cache;
+        namespaces come first, as every selector with a namespaceSelector reads them."""
         stores = [
+            _ObjectStore(
+                {"namespaces": META_KINDS["namespaces"]},
+                self._versions.__getitem__,
+                lambda _, event_type, body: self.on_namespace(event_type, body),
+            ),
+            _ObjectStore(
+                {"poddisruptionbudgets": META_KINDS["poddisruptionbudgets"]},
+                self._versions.__getitem__,
+                lambda _, event_type, body: self.on_pdb(event_type, body),
+            ),
             _ObjectStore(VOLUME_KINDS, self.volumes.cached_versions, self.on_volume),
             _ObjectStore(SELECTOR_KINDS, self.snapshot.selectors.cached_versions, self.on_selector),
             _ObjectStore(DRA_KINDS, self.dra.cached_versions, self.on_dra),
@@ -398,20 +419,16 @@ class PodiumScheduler:
 
             await _apply_listed(client, path, primed)
 
-        await load("namespaces", "/api/v1/namespaces", self.on_namespace)
         await load("nodes", "/api/v1/nodes", self.on_node)
-        # Storage for the volume plugins, selectors for default spreading: a kind that
-        # cannot be listed leaves its plugin seeing none of it, as without the watch.
+        # Namespaces, PDBs, storage for the volume plugins, selectors for default spreading:
+        # a kind that cannot be listed leaves its plugin seeing none of it, as without the
+        # watch (preemption then ignores budgets).
         for store in self._object_stores():
             for kind, path in store.kinds.items():
                 try:
                     await load(kind, path, functools.partial(store.apply, kind))
                 except ApiError as exc:
                     log.warning("list_failed", kind=kind, error=str(exc))
-        try:
-            await load("poddisruptionbudgets", "/apis/policy/v1/poddisruptionbudgets", self.on_pdb)
-        except ApiError as exc:  # preemption then ignores budgets
-            log.warning("pdb_list_failed", error=str(exc))
         await _apply_listed(client, "/api/v1/pods", self.on_pod)  # watched directly
         self.first_listing.start()
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
