@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import asyncio
+import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,32 @@ async def _policy(api: ApiClient, name: str) -> dict[str, Any]:
         GROUP, VERSION, PLURAL, name, _preload_content=False
     )
     return dict(await raw.json())
+
+
+async def _logged(proc: Any, event: str, **fields: str) -> bool:
+    """Whether Podium's JSON log has a record of ``event`` with these fields."""
+    for line in proc.log_lines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if record.get("event") == event and all(record.get(k) == v for k, v in fields.items()):
+            return True
+    return False
+
+
+async def _create_policy(api: ApiClient, name: str, spec: dict[str, Any]) -> None:
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        GROUP,
+        VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{GROUP}/{VERSION}",
+            "kind": "SchedulerPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
 
 
 def _condition(policy: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -156,7 +183,11 @@ async def test_policy_lifecycle(
 
     # Deleted while a pod waits for it: the pod stays Pending with an Event saying why.
     await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, name)
-    await asyncio.sleep(1)
+    await wait_for(
+        lambda: _logged(proc, "policy_removed", scheduler_name=sched),
+        timeout=20,
+        message="profile removed",
+    )
     await create_pods(api_client, namespace, [make_pod("orphan", scheduler_name=sched)])
     events = await wait_for(
         lambda: pod_events(api_client, namespace, "orphan", "FailedScheduling"),
@@ -175,3 +206,89 @@ async def test_policy_lifecycle(
     ) in metrics
     assert 'podium_policy_reloads_total{result="applied"} 2.0' in metrics
     assert 'podium_policy_reloads_total{result="rejected"} 1.0' in metrics
+
+
+async def test_the_next_oldest_policy_serves_when_the_serving_one_is_deleted(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, crd: None
+) -> None:
+    objects = client.CustomObjectsApi(api_client)
+    sched = f"{namespace}-f1"[:63]
+    first, second = f"{namespace}-f1a"[:63], f"{namespace}-f1b"[:63]
+    await node_factory([make_node(f"{namespace}-n0", labels={"suite": namespace})])
+    await podium()
+    await _create_policy(api_client, first, {"schedulerName": sched})
+
+    async def condition(name: str, status: str, reason: str) -> dict[str, Any] | None:
+        cond = _condition(await _policy(api_client, name), "Accepted")
+        return cond if (cond.get("status"), cond.get("reason")) == (status, reason) else None
+
+    await wait_for(lambda: condition(first, "True", "Valid"), timeout=20, message="f1a serves")
+    await _create_policy(api_client, second, {"schedulerName": sched})
+    cond = await wait_for(
+        lambda: condition(second, "False", "Conflict"), timeout=20, message="f1b in conflict"
+    )
+    assert repr(first) in cond["message"]
+
+    await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, first)
+    deleted = time.monotonic()
+    await wait_for(lambda: condition(second, "True", "Valid"), timeout=20, message="f1b takes over")
+    print(f"f1b serving {time.monotonic() - deleted:.2f} s after f1a's deletion")
+    await create_pods(
+        api_client,
+        namespace,
+        [make_pod("served", scheduler_name=sched, node_selector={"suite": namespace})],
+    )
+
+    async def bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await pods_in(api_client, namespace))
+
+    await wait_for(bound, timeout=30, message="f1 pod bound under f1b")
+    await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, second)
+
+
+async def test_disable_preemption_holds_under_a_policy(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, crd: None
+) -> None:
+    """``--disable-preemption`` (the chart's preemption.enabled=false, which also withholds
+    pods delete and pods/eviction) binds every profile, also one a policy defines."""
+    sched = f"{namespace}-np"[:63]
+    name = f"{namespace}-np"[:63]
+    node = f"{namespace}-n0"
+    await node_factory([make_node(node, cpu="1", labels={"suite": namespace})])
+    low = make_pod("low", cpu="1", priority=1)
+    low["spec"]["nodeName"] = node
+    await create_pods(api_client, namespace, [low])
+    proc = await podium("--scheduler-name", sched, "--disable-preemption")
+    await _create_policy(api_client, name, {"schedulerName": sched})
+    try:
+        await wait_for(
+            lambda: _logged(proc, "policy_applied", policy=name),
+            timeout=20,
+            message="policy applied",
+        )
+        high = make_pod(
+            "high", cpu="1", priority=1000, scheduler_name=sched, node_selector={"suite": namespace}
+        )
+        await create_pods(api_client, namespace, [high])
+
+        async def decided() -> dict[str, Any] | None:
+            pods = {p["metadata"]["name"]: p for p in await pods_in(api_client, namespace)}
+            for cond in pods["high"].get("status", {}).get("conditions") or []:
+                if cond["type"] == "PodScheduled" and cond.get("reason") == "Unschedulable":
+                    return pods
+            return None
+
+        pods = await wait_for(decided, timeout=30, message="high pod judged unschedulable")
+        message = next(
+            c["message"]
+            for c in pods["high"]["status"]["conditions"]
+            if c["type"] == "PodScheduled"
+        )
+        assert "Insufficient cpu" in message
+        assert "preemption" not in message
+        assert not pods["high"]["status"].get("nominatedNodeName")
+        assert pods["low"]["metadata"].get("deletionTimestamp") is None
+    finally:
+        await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
+            GROUP, VERSION, PLURAL, name
+        )
