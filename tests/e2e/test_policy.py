@@ -5,11 +5,14 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from hypothesis import HealthCheck, given, settings
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -17,6 +20,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from podium.devcluster.objects import pod_events, wait_for
 from podium.kube.manifests import make_node, make_pod
 from tests.e2e.test_scheduling import create_pods, pods_in
+from tests.unit.test_policy import SPECS
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -75,6 +79,25 @@ async def _create_policy(api: ApiClient, name: str, spec: dict[str, Any]) -> Non
             "spec": spec,
         },
     )
+
+
+async def _replace_spec(api: ApiClient, name: str, spec: dict[str, Any]) -> dict[str, Any] | None:
+    """Replace the policy's spec (again on a 409 from Podium's own status write); None when
+    the API server refuses the spec."""
+    objects = client.CustomObjectsApi(api)
+    for _ in range(10):
+        policy = await _policy(api, name)
+        policy["spec"] = spec
+        try:
+            return dict(
+                await objects.replace_cluster_custom_object(GROUP, VERSION, PLURAL, name, policy)
+            )
+        except ApiException as exc:
+            if exc.status in (400, 422):  # not JSON (NaN, infinity), or against the schema
+                return None
+            if exc.status != 409:
+                raise
+    raise AssertionError(f"policy {name} kept conflicting")
 
 
 def _condition(policy: dict[str, Any], kind: str) -> dict[str, Any]:
@@ -292,3 +315,65 @@ async def test_disable_preemption_holds_under_a_policy(
         await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
             GROUP, VERSION, PLURAL, name
         )
+
+
+@dataclass
+class _Fuzzed:
+    """One policy on the real API server that every example replaces the spec of."""
+
+    proc: Any
+    name: str
+    sched: str
+    served: int = 1  # the last generation Podium accepted
+    tally: Counter[str] = field(default_factory=Counter)
+
+
+@pytest.fixture
+async def fuzzed(
+    api_client: ApiClient, namespace: str, podium: Any, crd: None
+) -> AsyncIterator[_Fuzzed]:
+    target = _Fuzzed(await podium(), f"{namespace}-fz"[:63], f"{namespace}-fz"[:63])
+    await _create_policy(api_client, target.name, {"schedulerName": target.sched})
+    yield target
+    print(dict(target.tally))
+    await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
+        GROUP, VERSION, PLURAL, target.name
+    )
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
+@given(spec=SPECS)
+async def test_fuzzed_policies_always_get_a_status_and_never_stop_podium(
+    api_client: ApiClient, fuzzed: _Fuzzed, spec: dict[str, Any]
+) -> None:
+    """Specs drawn by hypothesis, applied in turn to one policy on the real API server:
+    each is refused at admission, or Podium answers its generation with an Accepted
+    condition; Podium stays up, and the last generation it accepted is the one serving."""
+    raw = await _replace_spec(api_client, fuzzed.name, {**spec, "schedulerName": fuzzed.sched})
+    if raw is None:
+        fuzzed.tally["refused at admission"] += 1
+        return
+    generation = raw["metadata"]["generation"]
+
+    async def answered() -> dict[str, Any] | None:
+        cond = _condition(await _policy(api_client, fuzzed.name), "Accepted")
+        return cond if cond.get("observedGeneration") == generation else None
+
+    cond = await wait_for(answered, timeout=20, message=f"status of generation {generation}")
+    assert fuzzed.proc.process.poll() is None, "podium exited"
+    if cond["status"] == "True":
+        fuzzed.served = generation
+        fuzzed.tally["accepted"] += 1
+    else:
+        assert cond["reason"] == "InvalidPolicy" and cond["message"], cond
+        fuzzed.tally["rejected by Podium"] += 1
+    applied = [
+        json.loads(line)["generation"]
+        for line in fuzzed.proc.log_lines()
+        if '"policy_applied"' in line and fuzzed.name in line
+    ]
+    assert applied[-1] == fuzzed.served
