@@ -9,9 +9,10 @@ are not watched through kopf's per-object machinery but by a ``ListWatch``
 (``podium.handlers.listwatch``) that the runtime adds to kopf's root tasks; it
 feeds the same handler, and synthesises its own deletes after a relist.
 
-To watch a new kind: add a row here, an ``on_*`` method on ``PodiumScheduler``,
-the kind to the scheduler's ``prime`` (``_object_stores``) and to the resyncer, and
-list/watch for it to the chart's ClusterRole.
+To watch a new kind: declare it (``podium.kube.kinds.Kind``) in the store that holds
+it, add a row here, an ``on_*`` method on ``PodiumScheduler``, the store to the
+scheduler's ``_object_stores`` (prime and resync read it there) and to the resyncer's
+kinds, and list/watch for it to the chart's ClusterRole (a test compares the two).
 """
 
 from __future__ import annotations
@@ -25,7 +26,9 @@ import structlog
 
 from podium.handlers.listwatch import Deliver, ListWatch, ListWatchSettings
 from podium.kube.client import KubeClient
+from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, Kind
 from podium.scheduling.scheduler import PodiumScheduler
+from podium.state import dra, podgroups, selectors, volumes
 
 __all__ = ["WATCHED", "Watched", "direct_watches", "handler", "register_watches"]
 
@@ -36,9 +39,7 @@ Apply = Callable[[PodiumScheduler, "str | None", Mapping[str, Any]], None]
 
 @dataclass(frozen=True, slots=True)
 class Watched:
-    group: str
-    version: str
-    plural: str
+    kind: Kind
     apply: Apply
     # Watched by a direct ListWatch instead of kopf: the pod firehose (docs/architecture.md).
     direct: bool = False
@@ -56,52 +57,18 @@ def _store(method: str, kind: str) -> Apply:
 
 
 WATCHED: tuple[Watched, ...] = (
-    Watched("", "v1", "pods", PodiumScheduler.on_pod, direct=True),
-    Watched("", "v1", "nodes", PodiumScheduler.on_node),
-    Watched("", "v1", "namespaces", PodiumScheduler.on_namespace),
-    Watched("policy", "v1", "poddisruptionbudgets", PodiumScheduler.on_pdb),
+    Watched(PODS, PodiumScheduler.on_pod, direct=True),
+    Watched(NODES, PodiumScheduler.on_node),
+    Watched(NAMESPACES, PodiumScheduler.on_namespace),
+    Watched(PODDISRUPTIONBUDGETS, PodiumScheduler.on_pdb),
     # Storage, for the volume plugins.
-    *(
-        Watched(group, "v1", plural, _store("on_volume", plural))
-        for group, plural in (
-            ("", "persistentvolumes"),
-            ("", "persistentvolumeclaims"),
-            ("storage.k8s.io", "storageclasses"),
-            ("storage.k8s.io", "csinodes"),
-        )
-    ),
+    *(Watched(k, _store("on_volume", k.plural)) for k in volumes.RESOURCES),
     # DRA objects, for DynamicResources.
-    *(
-        Watched("resource.k8s.io", "v1", plural, _store("on_dra", plural))
-        for plural in (
-            "deviceclasses",
-            "resourceslices",
-            "resourceclaims",
-            "resourceclaimtemplates",
-            "devicetaintrules",
-        )
-    ),
+    *(Watched(k, _store("on_dra", k.plural)) for k in dra.RESOURCES),
     # The Services and controllers whose selectors make system default spreading.
-    *(
-        Watched(group, "v1", plural, _store("on_selector", plural))
-        for group, plural in (
-            ("", "services"),
-            ("", "replicationcontrollers"),
-            ("apps", "replicasets"),
-            ("apps", "statefulsets"),
-        )
-    ),
+    *(Watched(k, _store("on_selector", k.plural)) for k in selectors.RESOURCES),
     # Workload and PodGroup, for gang scheduling, when the GenericWorkload gate is on.
-    *(
-        Watched(
-            "scheduling.k8s.io",
-            "v1beta1",
-            plural,
-            _store("on_pod_group", plural),
-            optional=True,
-        )
-        for plural in ("workloads", "podgroups")
-    ),
+    *(Watched(k, _store("on_pod_group", k.plural), optional=True) for k in podgroups.RESOURCES),
 )
 
 
@@ -115,19 +82,22 @@ def handler(scheduler: PodiumScheduler, row: Watched) -> Deliver:
         try:
             row.apply(scheduler, event_type, body)
             if first_listing is not None:
-                first_listing.seen(row.plural, body)
+                first_listing.seen(row.kind.plural, body)
             if resync and event_type is None:  # a (re)list: reconcile once over
-                scheduler.resync.listed(row.plural)
+                scheduler.resync.listed(row.kind.plural)
         except Exception:  # a poison object must never stop the watch
-            log.exception("event_failed", kind=row.plural)
+            log.exception("event_failed", kind=row.kind.plural)
 
     return handle
 
 
 def _register(registry: kopf.OperatorRegistry, scheduler: PodiumScheduler, row: Watched) -> None:
     handle = handler(scheduler, row)
+    kind = row.kind
 
-    @kopf.on.event(row.group, row.version, row.plural, registry=registry, id=f"{row.plural}_event")
+    @kopf.on.event(
+        kind.group, kind.version, kind.plural, registry=registry, id=f"{kind.plural}_event"
+    )
     async def event_handler(event: kopf.RawEvent, **_: Any) -> None:
         handle(event.get("type"), event.get("object") or {})
 
@@ -150,13 +120,12 @@ def direct_watches(
 
     for row in WATCHED:
         if row.direct:
-            prefix = f"/apis/{row.group}/{row.version}" if row.group else f"/api/{row.version}"
             streams.append(
                 ListWatch(
                     client,
-                    f"{prefix}/{row.plural}",
+                    row.kind.path,
                     handler(scheduler, row),
-                    cached(row.plural),
+                    cached(row.kind.plural),
                     settings,
                 )
             )

@@ -24,43 +24,32 @@ from typing import Any
 import structlog
 
 from podium.kube.client import KubeClient, list_pages
-from podium.state.dra import KINDS as DRA_KINDS
-from podium.state.dra import NAMESPACED as DRA_NAMESPACED
-from podium.state.podgroups import KINDS as WORKLOAD_KINDS
-from podium.state.selectors import KINDS as SELECTOR_KINDS
-from podium.state.volumes import KINDS as VOLUME_KINDS
+from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, paths
+from podium.state import dra, podgroups, selectors, volumes
 
-__all__ = ["METADATA_LIST", "META_KINDS", "ResyncSettings", "Resyncer", "stale_keys"]
+__all__ = ["METADATA_LIST", "ResyncSettings", "Resyncer", "stale_keys"]
 
 log = structlog.get_logger("podium.scheduling.resync")
 
-# Namespaces (namespaceSelector terms) and PDBs (which victims preemption prefers).
-META_KINDS: dict[str, str] = {
-    "namespaces": "/api/v1/namespaces",
-    "poddisruptionbudgets": "/apis/policy/v1/poddisruptionbudgets",
-}
-# The kinds whose cached state a relist can leave stale, and where to LIST them.
-_PATHS: dict[str, str] = {
-    "pods": "/api/v1/pods",
-    "nodes": "/api/v1/nodes",
-    **META_KINDS,
-    **VOLUME_KINDS,
-    **SELECTOR_KINDS,
-    **DRA_KINDS,
-}
+# Every kind Podium watches: a relist can leave any of them stale. The Workload API's
+# kinds join (``Resyncer.add``) where discovery finds them served.
+_ALWAYS = (
+    PODS,
+    NODES,
+    NAMESPACES,
+    PODDISRUPTIONBUDGETS,
+    *volumes.RESOURCES,
+    *selectors.RESOURCES,
+    *dra.RESOURCES,
+)
+_PATHS = paths(_ALWAYS)
 # A resync needs each object's name, namespace or uid and the list's resourceVersion:
 # the API server's metadata-only list (what client-go's metadata informers ask for)
 # leaves out specs and statuses, a 15,000-node list's bulk. Plain JSON if refused.
 METADATA_LIST = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
 # Namespaced kinds cached by namespace/name (pods are cached by uid).
 _BY_NAMESPACE = frozenset(
-    {
-        "persistentvolumeclaims",
-        "poddisruptionbudgets",
-        *SELECTOR_KINDS,
-        *DRA_NAMESPACED,
-        *WORKLOAD_KINDS,
-    }
+    k.plural for k in (*_ALWAYS, *podgroups.RESOURCES) if k.namespaced and k is not PODS
 )
 
 

@@ -41,6 +41,7 @@ from podium.framework.plugin import ClusterEvent, PluginError
 from podium.framework.preemption import evaluate
 from podium.framework.profile import Profile
 from podium.kube.client import ApiError, KubeClient, list_pages
+from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, paths
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.kube.pdb import Pdb, parse_pdb
 from podium.kube.resources import requests_decreased
@@ -52,7 +53,7 @@ from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
 from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
-from podium.scheduling.resync import META_KINDS, Resyncer
+from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder
 from podium.state.cache import Cache
@@ -110,9 +111,6 @@ class _ObjectStore:
     apply: Callable[[str, str | None, Mapping[str, Any]], None]
 
 
-_META_KINDS = tuple(META_KINDS)
-
-
 class PodiumScheduler:
     def __init__(
         self,
@@ -142,7 +140,9 @@ class PodiumScheduler:
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
         # resourceVersions of the namespaces and PDBs held, for the resync after a gap.
-        self._versions: dict[str, dict[str, str]] = {kind: {} for kind in _META_KINDS}
+        self._versions: dict[str, dict[str, str]] = {
+            k.plural: {} for k in (NAMESPACES, PODDISRUPTIONBUDGETS)
+        }
         self.pod_groups = PodGroupStore()
         self.queue = SchedulingQueue()
         for profile in self.profiles.values():
@@ -333,12 +333,12 @@ class PodiumScheduler:
         namespaces come first, as every selector with a namespaceSelector reads them."""
         stores = [
             _ObjectStore(
-                {"namespaces": META_KINDS["namespaces"]},
+                paths([NAMESPACES]),
                 self._versions.__getitem__,
                 lambda _, event_type, body: self.on_namespace(event_type, body),
             ),
             _ObjectStore(
-                {"poddisruptionbudgets": META_KINDS["poddisruptionbudgets"]},
+                paths([PODDISRUPTIONBUDGETS]),
                 self._versions.__getitem__,
                 lambda _, event_type, body: self.on_pdb(event_type, body),
             ),
@@ -354,7 +354,7 @@ class PodiumScheduler:
 
     def cached_versions(self, kind: str) -> dict[str, str]:
         """What Podium holds of ``kind``, key -> resourceVersion, for a resync."""
-        if kind == "nodes":
+        if kind == NODES.plural:
             return {
                 name: str((state.node.raw.get("metadata") or {}).get("resourceVersion") or "")
                 for name, state in self.cache.nodes.items()
@@ -370,7 +370,7 @@ class PodiumScheduler:
     def _forget(self, kind: str, key: str) -> None:
         """An object a relist shows gone: handled as its missed DELETED event."""
         log.debug("resync_forgot", kind=kind, key=key)
-        if kind == "nodes":
+        if kind == NODES.plural:
             self.on_node("DELETED", {"metadata": {"name": key}})
             return
         for store in self._object_stores():
@@ -419,7 +419,7 @@ class PodiumScheduler:
 
             await _apply_listed(client, path, primed)
 
-        await load("nodes", "/api/v1/nodes", self.on_node)
+        await load(NODES.plural, NODES.path, self.on_node)
         # Namespaces, PDBs, storage for the volume plugins, selectors for default spreading:
         # a kind that cannot be listed leaves its plugin seeing none of it, as without the
         # watch (preemption then ignores budgets).
@@ -429,7 +429,7 @@ class PodiumScheduler:
                     await load(kind, path, functools.partial(store.apply, kind))
                 except ApiError as exc:
                     log.warning("list_failed", kind=kind, error=str(exc))
-        await _apply_listed(client, "/api/v1/pods", self.on_pod)  # watched directly
+        await _apply_listed(client, PODS.path, self.on_pod)  # watched directly
         self.first_listing.start()
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from podium.kube.kinds import Kind, object_kinds, paths
 from podium.state.devices import (
     AllocatedState,
     AllocationError,
@@ -46,6 +47,7 @@ __all__ = [
     "FINALIZER",
     "KINDS",
     "OBJECT_KINDS",
+    "RESOURCES",
     "CachedAllocation",
     "Claim",
     "DraStore",
@@ -53,22 +55,20 @@ __all__ = [
     "claim_names",
 ]
 
-API = "/apis/resource.k8s.io/v1"
-KINDS: dict[str, str] = {
-    "deviceclasses": f"{API}/deviceclasses",
-    "resourceslices": f"{API}/resourceslices",
-    "resourceclaims": f"{API}/resourceclaims",
-    "resourceclaimtemplates": f"{API}/resourceclaimtemplates",
-    "devicetaintrules": f"{API}/devicetaintrules",
-}
-OBJECT_KINDS: dict[str, str] = {
-    "DeviceClass": "deviceclasses",
-    "ResourceSlice": "resourceslices",
-    "ResourceClaim": "resourceclaims",
-    "ResourceClaimTemplate": "resourceclaimtemplates",
-    "DeviceTaintRule": "devicetaintrules",
-}
-NAMESPACED = frozenset({"resourceclaims", "resourceclaimtemplates"})
+# The kinds this store holds; KINDS (plural -> LIST path) and OBJECT_KINDS derive from it.
+RESOURCES: tuple[Kind, ...] = tuple(
+    Kind("resource.k8s.io", "v1", plural, kind, namespaced)
+    for plural, kind, namespaced in (
+        ("deviceclasses", "DeviceClass", False),
+        ("resourceslices", "ResourceSlice", False),
+        ("resourceclaims", "ResourceClaim", True),
+        ("resourceclaimtemplates", "ResourceClaimTemplate", True),
+        ("devicetaintrules", "DeviceTaintRule", False),
+    )
+)
+KINDS = paths(RESOURCES)
+OBJECT_KINDS = object_kinds(RESOURCES)
+NAMESPACED = frozenset(k.plural for k in RESOURCES if k.namespaced)
 FINALIZER = "resource.kubernetes.io/delete-protection"
 
 

@@ -12,11 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from podium.kube.kinds import Kind, paths
 from podium.kube.objects import PodInfo
 
 __all__ = [
     "INITIALLY_SCHEDULED",
     "KINDS",
+    "RESOURCES",
     "WORKLOAD_API",
     "PodGroup",
     "PodGroupStore",
@@ -24,10 +26,12 @@ __all__ = [
 ]
 
 WORKLOAD_API = "/apis/scheduling.k8s.io/v1beta1"
-KINDS: dict[str, str] = {
-    "workloads": f"{WORKLOAD_API}/workloads",
-    "podgroups": f"{WORKLOAD_API}/podgroups",
-}
+# The kinds this store holds (watched only where discovery shows them served).
+RESOURCES: tuple[Kind, ...] = (
+    Kind("scheduling.k8s.io", "v1beta1", "workloads", "Workload", namespaced=True),
+    Kind("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True),
+)
+KINDS = paths(RESOURCES)
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from podium.kube.kinds import Kind, object_kinds, paths
 from podium.kube.labels import (
     NOTHING,
     Requirement,
@@ -28,27 +29,22 @@ if TYPE_CHECKING:
 __all__ = [
     "KINDS",
     "OBJECT_KINDS",
+    "RESOURCES",
     "PodSelector",
     "SelectorStore",
     "controller_of",
     "parse_selector",
 ]
 
-# Store kind -> the LIST path prime and a resync read.
-KINDS: dict[str, str] = {
-    "services": "/api/v1/services",
-    "replicationcontrollers": "/api/v1/replicationcontrollers",
-    "replicasets": "/apis/apps/v1/replicasets",
-    "statefulsets": "/apis/apps/v1/statefulsets",
-}
-
-# Object kind -> store kind, for snapshot files (simulate) and listed objects (explain).
-OBJECT_KINDS: dict[str, str] = {
-    "Service": "services",
-    "ReplicationController": "replicationcontrollers",
-    "ReplicaSet": "replicasets",
-    "StatefulSet": "statefulsets",
-}
+# The kinds this store holds; KINDS (plural -> LIST path) and OBJECT_KINDS derive from it.
+RESOURCES: tuple[Kind, ...] = (
+    Kind("", "v1", "services", "Service", namespaced=True),
+    Kind("", "v1", "replicationcontrollers", "ReplicationController", namespaced=True),
+    Kind("apps", "v1", "replicasets", "ReplicaSet", namespaced=True),
+    Kind("apps", "v1", "statefulsets", "StatefulSet", namespaced=True),
+)
+KINDS = paths(RESOURCES)
+OBJECT_KINDS = object_kinds(RESOURCES)
 
 # The controllers DefaultSelector follows, by exact group, version and kind.
 _CONTROLLERS: dict[tuple[str, str, str], str] = {

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from podium.kube.kinds import Kind, object_kinds, paths
 from podium.kube.labels import NodeTerm, Selector, parse_label_selector, parse_node_terms
 from podium.kube.quantity import QuantityError, to_int
 
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "KINDS",
     "OBJECT_KINDS",
+    "RESOURCES",
     "CSINode",
     "ClaimRef",
     "PersistentVolume",
@@ -36,21 +38,15 @@ __all__ = [
     "pod_claims",
 ]
 
-# Store kind -> the LIST path a resync reads.
-KINDS: dict[str, str] = {
-    "persistentvolumes": "/api/v1/persistentvolumes",
-    "persistentvolumeclaims": "/api/v1/persistentvolumeclaims",
-    "storageclasses": "/apis/storage.k8s.io/v1/storageclasses",
-    "csinodes": "/apis/storage.k8s.io/v1/csinodes",
-}
-
-# Object kind -> store kind, for snapshot files (simulate) and listed objects (explain).
-OBJECT_KINDS: dict[str, str] = {
-    "PersistentVolume": "persistentvolumes",
-    "PersistentVolumeClaim": "persistentvolumeclaims",
-    "StorageClass": "storageclasses",
-    "CSINode": "csinodes",
-}
+# The kinds this store holds; KINDS (plural -> LIST path) and OBJECT_KINDS derive from it.
+RESOURCES: tuple[Kind, ...] = (
+    Kind("", "v1", "persistentvolumes", "PersistentVolume", namespaced=False),
+    Kind("", "v1", "persistentvolumeclaims", "PersistentVolumeClaim", namespaced=True),
+    Kind("storage.k8s.io", "v1", "storageclasses", "StorageClass", namespaced=False),
+    Kind("storage.k8s.io", "v1", "csinodes", "CSINode", namespaced=False),
+)
+KINDS = paths(RESOURCES)
+OBJECT_KINDS = object_kinds(RESOURCES)
 
 BETA_CLASS_ANNOTATION = "volume.beta.kubernetes.io/storage-class"
 BIND_COMPLETED = "pv.kubernetes.io/bind-completed"

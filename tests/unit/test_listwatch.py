@@ -160,11 +160,11 @@ async def test_direct_rows_bypass_kopf_and_feed_the_same_handler() -> None:
     kopf_ids = {h.id for h in registry._watching.get_all_handlers()}
     streams = direct_watches(scheduler, client)
 
-    direct = [row.plural for row in WATCHED if row.direct]
+    direct = [row.kind.plural for row in WATCHED if row.direct]
     assert direct == ["pods"]
     assert "pods_event" not in kopf_ids
     assert {
-        f"{row.plural}_event" for row in WATCHED if not (row.direct or row.optional)
+        f"{row.kind.plural}_event" for row in WATCHED if not (row.direct or row.optional)
     } <= kopf_ids
     assert [stream.path for stream in streams] == ["/api/v1/pods"]
 

@@ -7,16 +7,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from podium.kube.kinds import NAMESPACES
 from podium.kube.objects import parse_node, parse_pod
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
-from podium.state.dra import KINDS as DRA_PATHS
-from podium.state.dra import OBJECT_KINDS as DRA_KINDS
+from podium.state import dra, selectors, volumes
 from podium.state.podgroups import WORKLOAD_API, parse_pod_group
-from podium.state.selectors import KINDS as SELECTOR_PATHS
-from podium.state.selectors import OBJECT_KINDS as SELECTOR_KINDS
 from podium.state.snapshot import build_snapshot
-from podium.state.volumes import KINDS as VOLUME_PATHS
-from podium.state.volumes import OBJECT_KINDS
 from podium.tools.explain.engine import explain_pod
 from podium.tools.explain.group import explain_group
 from podium.tools.explain.model import ExplainError, Explanation
@@ -115,24 +111,24 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
         elif exc.status != 404:
             raise ExplainError(f"cannot list SchedulerPolicies: {exc}") from exc
     try:
-        for ns in await _list(client, "/api/v1/namespaces"):
+        for ns in await _list(client, NAMESPACES.path):
             meta = ns.get("metadata") or {}
             state.namespace_labels[str(meta.get("name"))] = dict(meta.get("labels") or {})
     except ApiError as exc:
         state.notes.append(f"cannot list namespaces ({exc}); namespaceSelectors see no labels")
     stores = (
-        (OBJECT_KINDS, VOLUME_PATHS, state.storage, "the volume plugins see none"),
-        (SELECTOR_KINDS, SELECTOR_PATHS, state.selectors, "default spreading sees none"),
-        (DRA_KINDS, DRA_PATHS, state.storage, "DynamicResources sees none"),
+        (volumes.RESOURCES, state.storage, "the volume plugins see none"),
+        (selectors.RESOURCES, state.selectors, "default spreading sees none"),
+        (dra.RESOURCES, state.storage, "DynamicResources sees none"),
     )
-    for kinds, paths, into, consequence in stores:
-        for kind, store_kind in kinds.items():
+    for kinds, into, consequence in stores:
+        for kind in kinds:
             try:
-                items = await _list(client, paths[store_kind])
+                items = await _list(client, kind.path)
             except ApiError as exc:
-                state.notes.append(f"cannot list {kind} objects ({exc}); {consequence}")
+                state.notes.append(f"cannot list {kind.kind} objects ({exc}); {consequence}")
                 continue
-            into.extend({**item, "kind": kind} for item in items)
+            into.extend({**item, "kind": kind.kind} for item in items)
     return state
 
 
