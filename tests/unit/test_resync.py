@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from podium.devcluster.objects import wait_for
 from podium.kube.client import LIST_PAGE, ApiError
 from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings, stale_keys
+from tests.unit.clock import ManualClock
 
 
 @pytest.mark.parametrize(
@@ -64,38 +64,11 @@ def _pods(*uids: str, version: str, token: str = "") -> dict[str, Any]:
     }
 
 
-class _Clock:
-    """Time that moves only when the test moves it; ``sleep`` returns once it has."""
-
-    def __init__(self) -> None:
-        self.now = 0.0
-        self.sleeps: list[float] = []
-        self._moved = asyncio.Event()
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
-        self._moved.set()
-        self._moved = asyncio.Event()
-
-    async def sleep(self, seconds: float) -> None:
-        self.sleeps.append(seconds)
-        until = self.now + seconds
-        while self.now < until:
-            await self._moved.wait()
-
-    async def asleep(self, count: int) -> None:
-        """Until ``count`` sleeps have begun: the resync is waiting for time to move."""
-        await wait_for(lambda: len(self.sleeps) >= count, 5, 0.001, f"sleep {count}")
-
-
 async def test_listing_burst_is_debounced_into_one_list_and_retried_until_it_answers() -> None:
     lister = _Lister(_pods("a", version="20"), failures=2)
     cached = {"pods": {"a": "3", "gone": "4", "new": "25"}, "nodes": {}}
     forgotten: list[tuple[str, str]] = []
-    clock = _Clock()
+    clock = ManualClock()
     resync = Resyncer(
         lister,  # type: ignore[arg-type]
         lambda kind: cached[kind],
