@@ -12,7 +12,7 @@ def pending_pods(metrics: str) -> dict[str, float]:
     return {queue: float(value) for queue, value in _PENDING.findall(metrics)}
 
 
-def settled(pending: dict[str, float], waiting: int) -> bool:
+def all_parked(pending: dict[str, float], waiting: int) -> bool:
     """Every pending pod was tried and waits for a cluster event: none is active (being
     scheduled or bound) or backing off, and ``waiting`` pods are parked."""
     parked = pending.get("unschedulable", 0.0) + pending.get("gated", 0.0)

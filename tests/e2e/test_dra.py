@@ -28,7 +28,7 @@ from .dra import (
     resource_slice,
     with_claims,
 )
-from .queues import settled
+from .queues import all_parked
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -157,7 +157,7 @@ async def test_many_claim_pods_in_flight_never_share_a_device(
     placed = await wait_for(eight, timeout=60, message="8 pods bound")
 
     async def four_wait() -> bool:  # the other 4 were tried and wait for a cluster event
-        return settled(await proc.pending(), waiting=4)
+        return all_parked(await proc.pending(), waiting=4)
 
     await wait_for(four_wait, timeout=30, message="4 pods tried and waiting")
     assert len(await bound()) == 8
