@@ -13,7 +13,8 @@ session's control plane.
 """
 
 from .cases import Case, CaseError, Workload, load_cases
-from .results import BenchResults, Correctness, RunResult
+from .results import BenchResults
+from .run_result import Correctness, RunResult
 from .runner import BenchConfig, run_bench
 
 __all__ = [

@@ -13,7 +13,8 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
-from .results import BenchResults, RunResult
+from .results import BenchResults
+from .run_result import RunResult
 from .schedulers import KUBE, PODIUM
 from .stats import METRICS, Metric, Spread, Summary, summarise
 

@@ -66,7 +66,8 @@ from .measure import (
     scheduler_perf_average,
 )
 from .progress import Progress
-from .results import BenchResults, RunResult
+from .results import BenchResults
+from .run_result import RunResult
 from .schedulers import (
     KUBE,
     PODIUM,

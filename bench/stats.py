@@ -12,12 +12,10 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .run_result import RunResult
 from .schedulers import KUBE, PODIUM
-
-if TYPE_CHECKING:
-    from .results import RunResult
 
 __all__ = ["METRICS", "Metric", "Spread", "Summary", "summarise"]
 

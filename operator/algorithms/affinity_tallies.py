@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from podium.algorithms.inter_pod_affinity import AffinityTerm, PodAffinity
+    from podium.algorithms.affinity_terms import AffinityTerm, PodAffinity
     from podium.kube.objects import NodeInfo, PodInfo
 
 # Pods per topology pair: topology key -> node label value -> count. Neither

@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import structlog
 
 from podium.kube.client import ApiError, KubeClient
@@ -138,7 +137,7 @@ class LeaderElector:
     async def _attempt(self) -> bool:
         try:
             return await self.try_acquire_or_renew()
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (ApiError, TimeoutError, OSError) as exc:
             log.warning("lease_attempt_failed", lease=self.settings.name, error=str(exc))
             return False
 
@@ -156,7 +155,7 @@ class LeaderElector:
             await asyncio.sleep(self.settings.retry_period)
             try:
                 held = await self.try_acquire_or_renew()
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (ApiError, TimeoutError, OSError) as exc:
                 log.warning("lease_renew_failed", lease=self.settings.name, error=str(exc))
                 if self.clock() - last > self.settings.renew_deadline:
                     raise LostLeadership(f"failed to renew lease {self.settings.name}") from exc
@@ -185,7 +184,7 @@ class LeaderElector:
                 "leaseTransitions": int(spec.get("leaseTransitions") or 0),
             }
             await self.client.request("PUT", self.path, lease)
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (ApiError, TimeoutError, OSError) as exc:
             log.warning("lease_release_failed", lease=self.settings.name, error=str(exc))
             return
         log.info("lease_released", lease=self.settings.name, identity=self.identity)

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-import aiohttp
 import structlog
 
 from podium.kube.client import ApiError, KubeClient
@@ -98,7 +97,7 @@ class Binder:
                 error = exc
             except CredentialError as exc:  # never sent
                 return BindOutcome.RETRY, str(exc)
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (TimeoutError, OSError) as exc:
                 error = exc  # type: ignore[assignment]
         outcome = await self.resolve(pod, node)
         return outcome, str(error)
@@ -136,7 +135,7 @@ class Binder:
                     log.warning(
                         "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
                     )
-            except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            except (TimeoutError, OSError) as exc:
                 log.warning(
                     "bind_resolve_retry", pod=pod.name, namespace=pod.namespace, error=str(exc)
                 )
@@ -213,7 +212,7 @@ async def _write(call: Any, path: str, body: Any, backoff: float, attempts: int 
                 log.warning("report_failed", path=path, error=str(exc), attempt=attempt)
                 return status
             wait = max(delay, exc.retry_after or 0.0)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except (TimeoutError, OSError) as exc:
             status = 0
             if attempt == attempts:
                 log.warning("report_failed", path=path, error=str(exc), attempt=attempt)

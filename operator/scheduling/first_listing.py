@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import structlog
@@ -32,9 +32,16 @@ log = structlog.get_logger("podium.scheduling.first_listing")
 class FirstListing:
     """The primed objects, per kind, that kopf's first listing has not yet delivered."""
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    ) -> None:
+        # The wait's time; a test passes its own to move it.
+        self.clock = clock
+        self.sleep = sleep
         self._missing: dict[str, set[str]] = {}
-        self._started = time.monotonic()
+        self._started = clock()
         self._expected = 0
         self._arrived = 0  # awaited objects delivered so far: the wait's progress
         self.synced = asyncio.Event()
@@ -48,7 +55,7 @@ class FirstListing:
 
     def start(self) -> None:
         """The prime is over; with nothing expected, readiness is immediate."""
-        self._started = time.monotonic()
+        self._started = self.clock()
         self._check()
 
     def seen(self, kind: str, body: Mapping[str, Any]) -> None:
@@ -71,29 +78,37 @@ class FirstListing:
             log.info(
                 "watches_synced",
                 objects=self._expected,
-                duration_ms=round((time.monotonic() - self._started) * 1000),
+                duration_ms=round((self.clock() - self._started) * 1000),
             )
 
     async def wait(self, limit: float, stall: float) -> None:
         """Wait for every kind's first listing; give up after ``stall`` seconds without
         an awaited object arriving, or after ``limit`` seconds in all."""
-        deadline = time.monotonic() + limit
+        deadline = self.clock() + limit
         arrived = -1
         while not self.synced.is_set():
-            left = deadline - time.monotonic()
+            left = deadline - self.clock()
             if left <= 0 or arrived == self._arrived:
                 break
             arrived = self._arrived
-            try:
-                async with asyncio.timeout(min(stall, left)):
-                    await self.synced.wait()
-            except TimeoutError:
-                pass
+            await self._synced_or_slept(min(stall, left))
         if not self.synced.is_set():
             log.warning(
                 "watches_sync_gave_up",
-                waited_ms=round((time.monotonic() - self._started) * 1000),
+                waited_ms=round((self.clock() - self._started) * 1000),
                 missing={kind: len(uids) for kind, uids in sorted(self._missing.items())},
             )
             self._missing.clear()
             self.synced.set()
+
+    async def _synced_or_slept(self, seconds: float) -> None:
+        """Until every first listing is in, or ``seconds`` have passed."""
+        waits = [
+            asyncio.ensure_future(self.synced.wait()),
+            asyncio.ensure_future(self.sleep(seconds)),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for waiting in waits:
+                waiting.cancel()

@@ -22,9 +22,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Coroutine
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
@@ -46,9 +47,13 @@ from podium.state.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from podium.framework.profile import Profile
-    from podium.scheduling.scheduler import PodiumScheduler
+    from podium.scheduling.binder import Binder
+    from podium.scheduling.queue import SchedulingQueue
+    from podium.state.podgroups import PodGroupStore
+    from podium.state.volumes import VolumeStore
 
 __all__ = [
+    "GroupHost",
     "GroupOutcome",
     "group_unschedulable",
     "pre_enqueue",
@@ -67,11 +72,64 @@ VOLUMES_UNSUPPORTED = (
 MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
+class GroupHost(Protocol):
+    """What a pod-group cycle uses of the scheduler that runs it (PodiumScheduler).
+
+    The cycle decides; the scheduler owns the state it decides on and how a member's
+    failure is reported and its bind carried out. Spelled out here so that this module
+    needs nothing of the scheduler's own.
+    """
+
+    pod_groups: PodGroupStore
+    queue: SchedulingQueue
+    cache: Cache
+    snapshot: Snapshot
+    nominator: Nominator
+    algorithm: Scheduler
+    volumes: VolumeStore
+    binder: Binder
+
+    def fail(
+        self,
+        entry: QueuedPod,
+        reason: str,
+        message: str,
+        *,
+        rejected_by: frozenset[str] = ...,
+        error: bool = ...,
+        profile: Profile | None = ...,
+        elapsed: float = ...,
+        reasons: list[str] | None = ...,
+        placement: Placement | None = ...,
+    ) -> None:
+        """Requeue a member, and report why it was not scheduled."""
+
+    def record(
+        self, entry: QueuedPod, profile: Profile | None, placement: Placement | None
+    ) -> dict[str, Any] | None:
+        """The member's decision record, or None when the policy turned records off."""
+
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
+        """Run ``coro`` in the background, kept until it ends."""
+
+    def start_bind(
+        self,
+        entry: QueuedPod,
+        node: str,
+        profile: Profile,
+        started: float,
+        record: dict[str, Any] | None,
+        plan: VolumePlan,
+        claims: ClaimPlan,
+    ) -> None:
+        """Bind a placed (and assumed) member in the background, counted in flight."""
+
+
 def _go_quote(text: str) -> str:
     return json.dumps(text)
 
 
-def group_members(sched: PodiumScheduler, pod: PodInfo) -> tuple[list[QueuedPod], list[PodInfo]]:
+def group_members(sched: GroupHost, pod: PodInfo) -> tuple[list[QueuedPod], list[PodInfo]]:
     """The group's pods in the queue, and those assumed or bound (Go's scheduled pods)."""
     uids = sched.pod_groups.member_uids(pod.group_key)
     entries, placed = sched.queue.entries, sched.cache.pods
@@ -89,7 +147,7 @@ def waiting_reason(group: PodGroup | None, name: str, members: int) -> str:
     return ""
 
 
-def pre_enqueue(sched: PodiumScheduler, pod: PodInfo) -> str:
+def pre_enqueue(sched: GroupHost, pod: PodInfo) -> str:
     """GangScheduling's PreEnqueue: '' when the pod may be scheduled, else why it waits."""
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
     queued, scheduled = group_members(sched, pod) if group is not None else ([], [])
@@ -303,7 +361,7 @@ def place_members(
     return outcome
 
 
-def validate_members(sched: PodiumScheduler, profile: Profile, live: list[QueuedPod]) -> str:
+def validate_members(sched: GroupHost, profile: Profile, live: list[QueuedPod]) -> str:
     """Members whose devices or volumes would have to be held in flight from one member's
     placement to the next: until the cycle does that, such a group fails loudly rather
     than risk binding a part of it."""
@@ -326,7 +384,7 @@ def group_unschedulable(outcome: GroupOutcome, preemption: bool) -> str:
     return f"{outcome.status_message()}, {NO_VICTIMS if preemption else ''}"
 
 
-def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -> None:
+def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None:
     """Run one pod-group cycle for the group of the popped member ``entry``."""
     started = time.perf_counter()
     pod = entry.pod
@@ -357,12 +415,12 @@ def schedule_group(sched: PodiumScheduler, entry: QueuedPod, profile: Profile) -
             if sched.cache.is_assumed(uid):
                 sched.cache.forget_pod(member.pod)
             if member is not entry and member.where == "in_flight":
-                sched._fail(member, "SchedulerError", "pod group cycle failed", error=True)
+                sched.fail(member, "SchedulerError", "pod group cycle failed", error=True)
         raise
 
 
 def _decide(
-    sched: PodiumScheduler,
+    sched: GroupHost,
     profile: Profile,
     group: PodGroup,
     entries: list[QueuedPod],
@@ -383,7 +441,7 @@ def _decide(
     invalid = invalid or validate_members(sched, profile, live)
     if invalid:
         for member in live:
-            sched._fail(member, "SchedulerError", invalid, error=True, profile=profile)
+            sched.fail(member, "SchedulerError", invalid, error=True, profile=profile)
         log.info("pod_group_invalid", pod_group=group.key, message=invalid)
         _write(
             sched,
@@ -395,7 +453,7 @@ def _decide(
     sched.snapshot.update(sched.cache)
     if len(sched.snapshot) == 0:
         for member in live:
-            sched._fail(
+            sched.fail(
                 member,
                 "Unschedulable",
                 "no nodes available to schedule pods",
@@ -423,23 +481,22 @@ def _decide(
     if not outcome.success:
         condition_message = group_unschedulable(outcome, profile.preemption)
     binds = [
-        (member, placement.node, sched._record(member, profile, placement))
+        (member, placement.node, sched.record(member, profile, placement))
         for member, placement in outcome.placements
         if outcome.success and placement is not None and placement.node
     ]
     for member, node, record in binds:  # nothing here raises: all binds or none start
         sched.nominator.remove(member.pod.uid)
-        sched.binds_in_flight += 1
         spawned.add(member.pod.uid)
         # Members with claims or unbound volumes never get here (validate_members).
-        sched._spawn(sched._bind(member, node, profile, started, record, VolumePlan(), ClaimPlan()))
+        sched.start_bind(member, node, profile, started, record, VolumePlan(), ClaimPlan())
     for member, placement in outcome.placements:
         if outcome.success and placement is not None and placement.node:
             continue
         if placement is not None and not placement.node:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
-            sched._fail(
+            sched.fail(
                 member,
                 "Unschedulable",
                 diagnosis.message(),
@@ -450,7 +507,7 @@ def _decide(
                 placement=placement,
             )
         elif placement is not None:  # placed, then reverted with its group
-            sched._fail(
+            sched.fail(
                 member,
                 "Unschedulable",
                 f"{GROUP_ERROR}, {condition_message}",
@@ -460,7 +517,7 @@ def _decide(
             )
         else:  # never evaluated: the group's status before PostFilter
             message = outcome.status_message()
-            sched._fail(member, "Unschedulable", message, profile=profile, elapsed=elapsed)
+            sched.fail(member, "Unschedulable", message, profile=profile, elapsed=elapsed)
     log.info(
         "pod_group_cycle",
         pod_group=group.key,
@@ -477,14 +534,12 @@ def _decide(
         _write(sched, profile, group, reason)
 
 
-def _write(
-    sched: PodiumScheduler, profile: Profile, group: PodGroup, condition: dict[str, str]
-) -> None:
+def _write(sched: GroupHost, profile: Profile, group: PodGroup, condition: dict[str, str]) -> None:
     """Set the condition now for the next cycle, and write it to the API server."""
     conditions = merged_conditions(group, condition)
     if conditions is not None and not profile.dry_run:
         sched.pod_groups.written(group.key, tuple(conditions))
-        sched._spawn(write_conditions(sched, group, conditions))
+        sched.spawn(write_conditions(sched, group, conditions))
 
 
 def merged_conditions(group: PodGroup, condition: dict[str, str]) -> list[dict[str, Any]] | None:
@@ -511,7 +566,7 @@ def merged_conditions(group: PodGroup, condition: dict[str, str]) -> list[dict[s
 
 
 async def write_conditions(
-    sched: PodiumScheduler, group: PodGroup, conditions: list[dict[str, Any]]
+    sched: GroupHost, group: PodGroup, conditions: list[dict[str, Any]]
 ) -> None:
     path = f"{WORKLOAD_API}/namespaces/{group.namespace}/podgroups/{group.name}/status"
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -108,11 +108,17 @@ class Resyncer:
         cached: Callable[[str], Mapping[str, str]],
         forget: Callable[[str, str], None],
         settings: ResyncSettings | None = None,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self.client = client
         self.cached = cached
         self.forget = forget
         self.settings = settings or ResyncSettings()
+        # The debounce's and the retries' time; a test passes its own to move it.
+        self.clock = clock
+        self.sleep = sleep
         self.paths = dict(_PATHS)
         self.kinds: dict[str, _Kind] = {kind: _Kind() for kind in self.paths}
 
@@ -124,7 +130,7 @@ class Resyncer:
 
     def listed(self, kind: str) -> None:
         """A ``type=None`` (listing) event arrived for ``kind``."""
-        self.kinds[kind].last_listed = time.monotonic()
+        self.kinds[kind].last_listed = self.clock()
         self._start(kind)
 
     def _start(self, kind: str) -> None:
@@ -136,7 +142,7 @@ class Resyncer:
         if self.settings.period <= 0:
             return
         while True:
-            await asyncio.sleep(self.settings.period)
+            await self.sleep(self.settings.period)
             for kind in self.kinds:
                 self._start(kind)
 
@@ -150,8 +156,8 @@ class Resyncer:
     async def _resync(self, kind: str) -> None:
         state = self.kinds[kind]
         # A debounce: each listed event pushes the deadline, so there is no event to await.
-        while (wait := state.last_listed + self.settings.quiet - time.monotonic()) > 0:  # noqa: ASYNC110
-            await asyncio.sleep(wait)
+        while (wait := state.last_listed + self.settings.quiet - self.clock()) > 0:
+            await self.sleep(wait)
         delay = self.settings.retry
         while True:
             try:
@@ -159,7 +165,7 @@ class Resyncer:
                 break
             except Exception as exc:  # the API may still be down: retry, never give up
                 log.warning("resync_list_failed", kind=kind, error=str(exc), retry_s=delay)
-                await asyncio.sleep(delay)
+                await self.sleep(delay)
                 delay = min(delay * 2, self.settings.max_retry)
         self.reconcile(kind, listed, version)
 

@@ -19,7 +19,7 @@ import contextlib
 import functools
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -434,7 +434,7 @@ class PodiumScheduler:
         log.info("cache_primed", nodes=len(self.cache.nodes), pending=len(self.queue))
 
     # -- the scheduling loop ------------------------------------------------------------
-    def _spawn(self, coro: Any) -> None:
+    def spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -469,7 +469,7 @@ class PodiumScheduler:
                 self.schedule_one(entry)
             except Exception as exc:  # never let one pod take the worker down
                 log.exception("scheduling_error", pod=entry.pod.name, namespace=entry.pod.namespace)
-                self._fail(
+                self.fail(
                     entry,
                     "SchedulerError",
                     f"scheduler error: {exc}",
@@ -484,7 +484,7 @@ class PodiumScheduler:
     def _shadow_decide(self, job: ShadowJob) -> None:
         self.shadow.decide(job, self.cache, self.snapshot, self.nominator.by_node)
 
-    def _record(
+    def record(
         self,
         entry: QueuedPod,
         profile: Profile | None,
@@ -521,7 +521,7 @@ class PodiumScheduler:
         profile = self.profiles.get(pod.scheduler_name)
         started = time.perf_counter()
         if profile is None:
-            self._fail(
+            self.fail(
                 entry,
                 "Unschedulable",
                 f"no SchedulerPolicy serves schedulerName {pod.scheduler_name!r}; "
@@ -533,7 +533,7 @@ class PodiumScheduler:
             self.queue.done(pod.uid)
             return
         if pod.problem:
-            self._fail(
+            self.fail(
                 entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile
             )
             return
@@ -548,7 +548,7 @@ class PodiumScheduler:
             return
         self.snapshot.update(self.cache)
         if len(self.snapshot) == 0:
-            self._fail(
+            self.fail(
                 entry,
                 "Unschedulable",
                 "no nodes available to schedule pods",
@@ -567,7 +567,7 @@ class PodiumScheduler:
                 nominated_node=nominated_node,
             )
         except PluginError as exc:  # kube's Error status: abort, retry with backoff
-            self._fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+            self.fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
             return
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
@@ -604,7 +604,7 @@ class PodiumScheduler:
                     for other in lower:
                         self.nominator.remove(other.uid)
                     self.nominator.add(pod, node)
-                    self._spawn(
+                    self.spawn(
                         actuate(
                             self.binder.client,
                             pod,
@@ -619,7 +619,7 @@ class PodiumScheduler:
             if nominating is not None and not profile.dry_run:
                 self._nominate(pod, nominating)
             reasons = sorted(diagnosis.reasons)
-            self._fail(
+            self.fail(
                 entry,
                 "Unschedulable",
                 diagnosis.message(),
@@ -632,7 +632,7 @@ class PodiumScheduler:
             return
         node = placement.node
         if profile.dry_run:
-            record = self._record(
+            record = self.record(
                 entry,
                 profile,
                 placement,
@@ -652,7 +652,7 @@ class PodiumScheduler:
                 )
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
             return
-        record = self._record(entry, profile, placement)
+        record = self.record(entry, profile, placement)
         claims = ClaimPlan()
         dra = dynamic_resources(profile) if pod.resource_claims else None
         if dra is not None:
@@ -660,7 +660,7 @@ class PodiumScheduler:
             try:
                 claims = plan_claims(dra, self.dra, pod, self.snapshot.nodes[row], row)
             except PluginError as exc:
-                self._fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+                self.fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
                 return
             self.claim_binder.assume(pod, claims)
         self.cache.assume_pod(pod, node)
@@ -669,8 +669,21 @@ class PodiumScheduler:
         if pod_claims(pod) and volume_binding(profile) is not None:
             plan = plan_volumes(self.volumes, pod, self.snapshot.nodes[self.snapshot.index[node]])
             self.volume_binder.assume(plan)
+        self.start_bind(entry, node, profile, started, record, plan, claims)
+
+    def start_bind(
+        self,
+        entry: QueuedPod,
+        node: str,
+        profile: Profile,
+        started: float,
+        record: dict[str, Any] | None,
+        plan: VolumePlan,
+        claims: ClaimPlan,
+    ) -> None:
+        """Bind an assumed pod in the background; shadows wait while it is in flight."""
         self.binds_in_flight += 1
-        self._spawn(self._bind(entry, node, profile, started, record, plan, claims))
+        self.spawn(self._bind(entry, node, profile, started, record, plan, claims))
 
     def _deallocate(self, profile: Profile, pod: PodInfo) -> str:
         """DynamicResources' PostFilter: its message once a stale claim's write is out."""
@@ -680,7 +693,7 @@ class PodiumScheduler:
         claim = stale_claim(plugin, self.dra, pod)
         if claim is None:
             return ""
-        self._spawn(self.claim_binder.deallocate(claim))
+        self.spawn(self.claim_binder.deallocate(claim))
         return DEALLOCATED
 
     def _nominate(self, pod: PodInfo, node: str) -> None:
@@ -691,7 +704,7 @@ class PodiumScheduler:
         else:
             self.nominator.remove(pod.uid)
         if (pod.nominated_node or known) != node:
-            self._spawn(set_nominated_node(self.binder.client, pod, node))
+            self.spawn(set_nominated_node(self.binder.client, pod, node))
 
     async def _bind(
         self,
@@ -714,7 +727,7 @@ class PodiumScheduler:
         if why:
             self.binds_in_flight -= 1
             self.cache.forget_pod(pod)
-            self._fail(
+            self.fail(
                 entry,
                 "SchedulerError",
                 why,
@@ -775,7 +788,7 @@ class PodiumScheduler:
             self.queue.done(pod.uid)
             log.info("bound_elsewhere", pod=pod.name, namespace=pod.namespace, node=node)
         else:
-            self._fail(
+            self.fail(
                 entry,
                 "SchedulerError",
                 f"binding rejected: {why}",
@@ -807,7 +820,7 @@ class PodiumScheduler:
             await self.claim_binder.unreserve(pod, claims)
             return f'running PreBind plugin "{DRA}": {exc}'
 
-    def _fail(
+    def fail(
         self,
         entry: QueuedPod,
         reason: str,
@@ -826,7 +839,7 @@ class PodiumScheduler:
         result = "error" if error else "unschedulable"
         name = profile.scheduler_name if profile else pod.scheduler_name
         if record is None:
-            record = self._record(entry, profile, placement)
+            record = self.record(entry, profile, placement)
         if record is not None:
             record.update(result=result, message=message, duration_ms=round(elapsed * 1000, 3))
             log.info(EVENT, **record)
@@ -842,7 +855,7 @@ class PodiumScheduler:
             )
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
-        self._spawn(self._report_failure(pod, reason, message, name))
+        self.spawn(self._report_failure(pod, reason, message, name))
 
     async def _report_failure(
         self, pod: PodInfo, reason: str, message: str, controller: str

@@ -60,9 +60,14 @@ class ShadowJob:
 
 class ShadowRunner:
     def __init__(
-        self, limit: int = 10_000, rng: random.Random | None = None, quiet: float = QUIET_SECONDS
+        self,
+        limit: int = 10_000,
+        rng: random.Random | None = None,
+        quiet: float = QUIET_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.quiet = quiet
+        self.clock = clock  # the quiet period's; a test passes its own to control it
         self.profiles: dict[str, list[Profile]] = {}
         self.jobs: deque[ShadowJob] = deque()
         self.limit = limit
@@ -97,7 +102,7 @@ class ShadowRunner:
                 self._wakeup.clear()
                 await self._wakeup.wait()
                 continue
-            now = time.monotonic()
+            now = self.clock()
             if busy():
                 quiet_since = None
             elif quiet_since is None:

@@ -21,6 +21,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
 from tests.e2e.overbooking import assert_no_overbooking
+from tests.e2e.queues import pending_pods
 
 _E2E = Path(__file__).parent
 
@@ -43,6 +44,10 @@ class PodiumProcess:
             session.get(f"http://127.0.0.1:{self.metrics_port}/metrics") as resp,
         ):
             return await resp.text()
+
+    async def pending(self) -> dict[str, float]:
+        """Its queues' sizes, as last sampled (once a second)."""
+        return pending_pods(await self.metrics())
 
     def kill(self, sig: int = signal.SIGKILL) -> None:
         if self.process.poll() is None:

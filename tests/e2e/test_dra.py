@@ -28,6 +28,7 @@ from .dra import (
     resource_slice,
     with_claims,
 )
+from .queues import all_parked
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -68,11 +69,16 @@ async def test_claim_from_template_is_allocated_then_the_pod_bound(
         "resourceclaimtemplates",
         claim_template("one-b", claim_spec(exactly("gpu", klass, 1, selector))),
     )
-    await podium()
+    proc = await podium()
     await create_pod(api_client, namespace, with_claims(make_pod("p"), {"gpu": "one-b"}))
-    await asyncio.sleep(1)
+
+    async def parked() -> bool:  # tried, and set aside until its claim exists
+        return (await proc.pending()).get("gated") == 1.0
+
+    await wait_for(parked, timeout=15, message="the pod parked without its claim")
     pod = await read_pod(api_client, namespace, "p")
     assert not pod["spec"].get("nodeName"), "bound before its claim existed"
+    assert "scheduler_schedule_attempts_total{" not in await proc.metrics()
     (claim_name,) = await dra.instantiate("p")
 
     async def bound() -> str:
@@ -128,7 +134,7 @@ async def test_many_claim_pods_in_flight_never_share_a_device(
     await dra.create(
         "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
     )
-    await podium()
+    proc = await podium()
     names = [f"p{i}" for i in range(12)]
     await asyncio.gather(
         *(
@@ -149,7 +155,11 @@ async def test_many_claim_pods_in_flight_never_share_a_device(
         return placed if len(placed) == 8 else None
 
     placed = await wait_for(eight, timeout=60, message="8 pods bound")
-    await asyncio.sleep(2)
+
+    async def four_wait() -> bool:  # the other 4 were tried and wait for a cluster event
+        return all_parked(await proc.pending(), waiting=4)
+
+    await wait_for(four_wait, timeout=30, message="4 pods tried and waiting")
     assert len(await bound()) == 8
     claims = await dra.claims()
     devices = allocated_devices(claims)

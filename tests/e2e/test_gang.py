@@ -9,7 +9,10 @@ gang is ever left partly bound.
 from __future__ import annotations
 
 import asyncio
+import json
+import ssl
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -17,11 +20,14 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.devcluster import WORKLOAD_GATES, ControlPlane
+from podium.devcluster import WORKLOAD_GATES, ControlPlane, KubeScheduler
 from podium.devcluster.objects import wait_for
+from podium.devcluster.process import http_get
+from podium.framework.decision import read_records
 from podium.kube.manifests import make_node
 from podium.tools.explain import explain_cluster
 from tests.e2e.gang import bound_by_group, create_group, group_condition, member, pod_group
+from tests.e2e.queues import pending_pods
 from tests.e2e.test_declared_features import logged_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -75,6 +81,15 @@ CASES = (
 )
 
 
+async def _kube_pending(kube: KubeScheduler) -> dict[str, float]:
+    """kube-scheduler's queues, from its /metrics (open to anyone on the test cluster)."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    status, body = await asyncio.to_thread(http_get, kube.metrics_url, None, context)
+    return pending_pods(body.decode()) if status == 200 else {}
+
+
 async def _outcome(api: ApiClient, namespace: str, side: str) -> dict[str, Any]:
     bound = await bound_by_group(api, namespace)
     out: dict[str, Any] = {}
@@ -104,7 +119,7 @@ async def test_issue_cases_match_kube_scheduler(
     names = [p["name"] for p in profile["plugins"]["multiPoint"]["enabled"]]
     assert names[-2:] == ["NodeDeclaredFeatures", "GangScheduling"]
     assert not {"TopologyPlacementGenerator", "PodGroupPodsCount"} & set(names)
-    await podium("--scheduler-name", sides["podium"])
+    podium_proc = await podium("--scheduler-name", sides["podium"], "--log-level", "DEBUG")
     core = client.CoreV1Api(api_client)
     for side in sides.values():
         await node_factory(
@@ -129,7 +144,25 @@ async def test_issue_cases_match_kube_scheduler(
     except TimeoutError:
         got = {k: await _outcome(api_client, namespace, s) for k, s in sides.items()}
         raise AssertionError(f"expected {expected}, got {got}") from None
-    await asyncio.sleep(2)  # waiting groups stay unbound and without a condition
+    # Waiting groups stay unbound and without a condition: checked again once both
+    # schedulers' PreEnqueue has turned each of their members away.
+    waits = [
+        f"{sides['podium']}-{c.group}-{i}"
+        for c in CASES
+        if c.group in ("waiting", "missing")
+        for i in range(c.members)
+    ]
+
+    async def turned_away() -> bool:
+        told = {
+            json.loads(line).get("pod")
+            for line in podium_proc.log_lines()
+            if '"pod_group_waiting"' in line
+        }
+        parked = await _kube_pending(kube)  # missing group: gated; below minCount: incomplete
+        return told >= set(waits) and parked.get("gated", 0) + parked.get("incomplete", 0) == 4
+
+    await wait_for(turned_away, timeout=20, interval=0.5, message="waiting members turned away")
     for side in sides.values():
         assert await _outcome(api_client, namespace, side) == expected
 
@@ -178,7 +211,7 @@ async def test_twenty_gangs_for_room_for_ten_never_partial(
     bound whole or not at all.
     """
     scheduler = f"{namespace[:30]}-p"
-    await podium("--scheduler-name", scheduler)
+    proc = await podium("--scheduler-name", scheduler)
     await node_factory(
         [make_node(f"{scheduler}-n{i}", cpu="4", labels={SIDE: scheduler}) for i in range(10)]
     )
@@ -214,7 +247,21 @@ async def test_twenty_gangs_for_room_for_ten_never_partial(
         if whole == 10 and not partial_since:
             break
         await asyncio.sleep(0.1)
-    await asyncio.sleep(3)  # nothing more may bind: no gang fits in what is left
+    # Nothing more may bind: no gang fits in what is left. Checked once every member
+    # left out has been tried again (its backoff is at most 10 s) and failed again.
+    left = [f"{g}-{i}" for g in gangs if not bound.get(g) for i in range(4)]
+
+    def failures() -> Counter[str]:
+        records = read_records(proc.log_lines())
+        return Counter(r["pod"] for r in records if r["result"] == "unschedulable")
+
+    before = failures()
+
+    def tried_again() -> bool:
+        after = failures()
+        return all(after[pod] > before[pod] for pod in left)
+
+    await wait_for(tried_again, timeout=40, interval=0.5, message="every member left tried again")
     bound = await bound_by_group(api_client, namespace)
     counts = sorted(len(bound.get(g, [])) for g in gangs)
     assert counts == [0] * 10 + [4] * 10, f"bound members per gang: {counts} ({samples} samples)"

@@ -22,13 +22,12 @@ import numpy as np
 import pytest
 
 from podium.algorithms.affinity_tallies import KeyCounts
+from podium.algorithms.affinity_terms import PodAffinity, merge_namespaces
 from podium.algorithms.inter_pod_affinity import (
     InterPodAffinity,
-    PodAffinity,
     _FilterState,
     _matches_all,
     _ScoreState,
-    merge_namespaces,
     pod_index,
     term_candidates,
 )

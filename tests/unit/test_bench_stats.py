@@ -8,7 +8,8 @@ import pytest
 
 from bench import report
 from bench.cases import CaseError, load_cases, parse_case, select
-from bench.results import BenchResults, RunResult
+from bench.results import BenchResults
+from bench.run_result import RunResult
 from bench.schedulers import KUBE, PODIUM
 from bench.stats import Spread, summarise
 

@@ -8,7 +8,9 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from podium.devcluster.objects import wait_for
 from podium.scheduling.first_listing import FirstListing
+from tests.unit.clock import ManualClock
 
 
 def _obj(uid: str) -> dict[str, Any]:
@@ -61,47 +63,49 @@ async def test_synced_is_logged_with_the_count() -> None:
 
 
 async def test_wait_gives_up_after_a_stall_and_names_what_is_missing() -> None:
-    listing = FirstListing()
+    clock = ManualClock()
+    listing = FirstListing(clock=clock, sleep=clock.sleep)
     for uid in ("a", "gone"):
         listing.expect("nodes", _obj(uid))
     listing.start()
     listing.seen("nodes", _obj("a"))
     with capture_logs() as logs:
-        async with asyncio.timeout(5):
-            await listing.wait(limit=60, stall=0.05)
+        waiting = asyncio.create_task(listing.wait(limit=60, stall=0.5))
+        await clock.asleep(1)
+        clock.advance(0.5)
+        await asyncio.wait_for(waiting, 5)
     assert listing.synced.is_set()
+    assert clock.sleeps == [0.5]  # one round without an arrival ends it
     assert [(e["event"], e["missing"]) for e in logs] == [("watches_sync_gave_up", {"nodes": 1})]
-
-
-def _trickle(count: int, gap: float) -> tuple[FirstListing, asyncio.Task[None]]:
-    """``count`` primed nodes, delivered one every ``gap`` seconds by a background task."""
-    listing = FirstListing()
-    uids = [str(i) for i in range(count)]
-    for uid in uids:
-        listing.expect("nodes", _obj(uid))
-    listing.start()
-
-    async def deliver() -> None:
-        for uid in uids:
-            await asyncio.sleep(gap)
-            listing.seen("nodes", _obj(uid))
-
-    return listing, asyncio.create_task(deliver())
 
 
 @pytest.mark.parametrize(
     ("count", "limit", "outcome"),
     [
-        # 12 x 0.05 s is longer than one stall of 0.25 s: arrivals keep the wait going.
+        # 12 x 0.125 s is longer than one stall of 0.25 s: arrivals keep the wait going.
         pytest.param(12, 60.0, "watches_synced", id="progress-extends-the-wait"),
-        # 100 x 0.05 s outlasts the limit, progress or not.
+        # 100 x 0.125 s outlasts the limit, progress or not.
         pytest.param(100, 0.5, "watches_sync_gave_up", id="limit-ends-it"),
     ],
 )
 async def test_wait_while_objects_trickle_in(count: int, limit: float, outcome: str) -> None:
-    listing, feeder = _trickle(count, gap=0.05)
+    """``count`` primed nodes, one delivered each 0.125 s of a clock the test moves, and
+    only while the wait sleeps, so that each of its rounds sees the time it is meant to."""
+    clock = ManualClock()
+    listing = FirstListing(clock=clock, sleep=clock.sleep)
+    uids = [str(i) for i in range(count)]
+    for uid in uids:
+        listing.expect("nodes", _obj(uid))
+    listing.start()
     with capture_logs() as logs:
-        await listing.wait(limit=limit, stall=0.25)
-    feeder.cancel()
+        waiting = asyncio.create_task(listing.wait(limit=limit, stall=0.25))
+        for uid in uids:
+            await wait_for(lambda: clock.sleeping or waiting.done(), 5, 0.001, "the wait")
+            if waiting.done():
+                break
+            clock.advance(0.125)
+            listing.seen("nodes", _obj(uid))
+        await asyncio.wait_for(waiting, 5)
     assert listing.synced.is_set()
     assert [e["event"] for e in logs] == [outcome]
+    assert clock.now > 0.25  # longer than one stall in either case

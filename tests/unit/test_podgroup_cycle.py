@@ -590,7 +590,7 @@ async def test_a_cycle_that_raises_leaves_no_member_taken_or_assumed() -> None:
         if records == 2:  # the second member's bind cannot be prepared
             raise RuntimeError("boom")
 
-    sched._record = record  # type: ignore[method-assign]
+    sched.record = record  # type: ignore[method-assign]
     entry = await asyncio.wait_for(sched.queue.pop(), 1)
     with pytest.raises(RuntimeError):
         sched.schedule_one(entry)

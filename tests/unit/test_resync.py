@@ -9,6 +9,7 @@ import pytest
 
 from podium.kube.client import LIST_PAGE, ApiError
 from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings, stale_keys
+from tests.unit.clock import ManualClock
 
 
 @pytest.mark.parametrize(
@@ -67,18 +68,32 @@ async def test_listing_burst_is_debounced_into_one_list_and_retried_until_it_ans
     lister = _Lister(_pods("a", version="20"), failures=2)
     cached = {"pods": {"a": "3", "gone": "4", "new": "25"}, "nodes": {}}
     forgotten: list[tuple[str, str]] = []
+    clock = ManualClock()
     resync = Resyncer(
         lister,  # type: ignore[arg-type]
         lambda kind: cached[kind],
         lambda kind, key: forgotten.append((kind, key)),
-        ResyncSettings(quiet=0.05, retry=0.01, period=0),
+        ResyncSettings(quiet=1.0, retry=0.5, period=0),
+        clock=clock,
+        sleep=clock.sleep,
     )
-    for _ in range(5):
+    resync.listed("pods")
+    await clock.asleep(1)
+    for _ in range(3):  # the burst goes on while the resync waits for it to end
+        clock.advance(0.25)
         resync.listed("pods")
-        await asyncio.sleep(0.01)
+    clock.advance(0.25)  # quiet since the first event, not since the last
+    await clock.asleep(2)
+    assert lister.calls == []
+    clock.advance(0.75)  # quiet since the last: it lists, and is refused twice
+    await clock.asleep(3)
+    clock.advance(0.5)
+    await clock.asleep(4)
+    clock.advance(1.0)
     task = resync.kinds["pods"].task
     assert task is not None
     await asyncio.wait_for(task, 5)
+    assert clock.sleeps == [1.0, 0.75, 0.5, 1.0]  # the debounce, then doubling retries
     assert lister.calls == ["/api/v1/pods"] * 3  # two failures, then one answer
     assert lister.accepted == [METADATA_LIST] * 3  # names and versions are all it reads
     assert forgotten == [("pods", "gone")]

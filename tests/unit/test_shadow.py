@@ -274,20 +274,38 @@ def test_replay_needs_a_snapshot(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 @pytest.mark.asyncio
 async def test_run_waits_for_a_quiet_live_profile() -> None:
-    """No shadow decision while busy() is true, nor until it has been false for a while."""
-    runner = ShadowRunner(quiet=0.3)
+    """No shadow decision while busy() is true, nor until it has been false for a while.
+
+    The runner reads a clock the test moves: each phase waits until the runner has
+    looked at busy() again, so a slow runner cannot pass by not having looked yet.
+    """
+    now = 100.0
+    runner = ShadowRunner(quiet=0.3, clock=lambda: now)
     runner.profiles = {"podium": [build_profile(SHADOW)]}
     decided: list[str] = []
-    busy = [True]
-    task = asyncio.create_task(
-        runner.run(lambda: busy[0], lambda job: decided.append(job.pod.name))
-    )
+    busy, looks = True, 0
+
+    def is_busy() -> bool:
+        nonlocal looks
+        looks += 1
+        return busy
+
+    async def looked_again() -> None:
+        seen = looks
+        await wait_for(lambda: looks >= seen + 2, 5, 0.005, "the runner to look again")
+
+    task = asyncio.create_task(runner.run(is_busy, lambda job: decided.append(job.pod.name)))
     runner.submit(parse_pod(pod("a")), 1, "podium")
-    await asyncio.sleep(0.05)
+    await looked_again()
+    now += 10.0  # busy for long: still nothing
+    await looked_again()
     seen_while_busy = list(decided)
-    busy[0] = False
-    await asyncio.sleep(0.02)
+    busy = False
+    await looked_again()
+    now += 0.2  # quiet, but not for 0.3 s yet
+    await looked_again()
     seen_before_quiet = list(decided)
-    await wait_for(lambda: decided, timeout=5, message="the shadow decision")
+    now += 0.2
+    await wait_for(lambda: decided, 5, 0.005, "the shadow decision")
     task.cancel()
     assert (seen_while_busy, seen_before_quiet, decided) == ([], [], ["a"])
