@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
 import kopf
 import structlog
 from aiohttp import web
@@ -161,7 +160,7 @@ class KopfLogin:
             except ApiError as exc:
                 if exc.status != 401:
                     break
-            except (aiohttp.ClientError, TimeoutError, OSError):
+            except (TimeoutError, OSError):
                 break  # not an answer about credentials: kopf retries connections itself
             await asyncio.sleep(delay)
         self.handed_at = time.monotonic()
