@@ -439,6 +439,13 @@ class PodiumScheduler:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    async def settle(self) -> None:
+        """Wait until every bind, status write and preemption spawned so far, and any they
+        spawn in turn, has finished: for callers that drive cycles themselves (tests,
+        simulations) and then read the outcome. Their errors are raised."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks))
+
     async def run(self) -> None:
         """Run the scheduling loop and the queue timers until cancelled.
 

@@ -699,8 +699,7 @@ def test_scheduling_cycles_on_valid_objects_never_raise(
             scheduler.schedule_one(entry)
             tried += 1
             await asyncio.sleep(0)  # let dummy binds and reports run
-        for task in list(scheduler._tasks):
-            await task
+        await scheduler.settle()
         check_cache(scheduler)
         for state in scheduler.cache.nodes.values():
             node: NodeInfo | None = state.node

@@ -244,7 +244,7 @@ async def test_pod_group_cycle(case: Case) -> None:
     pre_bound = {b["metadata"]["name"] for b in case.members if b["spec"].get("nodeName")}
     entry = await asyncio.wait_for(sched.queue.pop(), 1)
     sched.schedule_one(entry)
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
 
     assert set(binder.bound) == case.bound
     assert binder.messages == case.messages
@@ -361,7 +361,7 @@ async def test_a_late_member_right_after_success_never_sets_the_group_false() ->
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
     sched.on_pod("ADDED", _member("late", "9"))
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     assert set(binder.bound) == {"m0", "m1"}
     assert binder.messages == {"late": "0/1 nodes are available: 1 Insufficient cpu."}
     written = [body["status"]["conditions"][-1]["status"] for _, body in binder.client.patches]
@@ -392,7 +392,7 @@ async def test_waiting_members_wake_when_their_group_can_start(completes: str) -
         lowered["metadata"]["generation"] = 2
         sched.on_pod_group("podgroups", "MODIFIED", lowered)
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     assert len(binder.bound) == (2 if completes == "min-count-lowered" else 3)
 
 
@@ -429,7 +429,7 @@ async def test_an_invalid_group_is_a_scheduler_error(
     for body in members:
         sched.on_pod("ADDED", body)
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     pending = {b["metadata"]["name"] for b in members if not b["spec"].get("nodeName")}
     assert binder.bound == {}
     assert binder.messages == dict.fromkeys(pending, message)
@@ -448,7 +448,7 @@ async def test_dry_run_decides_a_group_and_never_binds_or_writes() -> None:
     for i in range(2):
         sched.on_pod("ADDED", _member(f"m{i}", "1"))
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     assert binder.bound == {} and binder.client.patches == []
     assert not sched.cache.pods
     assert sched.queue.counts()["unschedulable"] == 2
@@ -511,7 +511,7 @@ async def test_topology_aware_placements(
     for body in members:
         sched.on_pod("ADDED", body)
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     racks = {int(n[1:]) // 2 for n in binder.bound.values()}
     assert len(racks) == bound_nodes
     if bound_nodes:
@@ -569,7 +569,7 @@ async def test_members_whose_devices_or_volumes_need_holding_fail_loudly(
     for name in ("m0", "m1"):
         sched.on_pod("ADDED", _member(name, "1", **spec))
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     assert binder.bound == {}
     assert binder.messages == {"m0": message, "m1": message}
 
@@ -594,7 +594,7 @@ async def test_a_cycle_that_raises_leaves_no_member_taken_or_assumed() -> None:
     entry = await asyncio.wait_for(sched.queue.pop(), 1)
     with pytest.raises(RuntimeError):
         sched.schedule_one(entry)
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     assert binder.bound == {}, "no bind starts unless every bind was prepared"
     assert not any(sched.cache.is_assumed(uid) for uid in sched.cache.pods)
     others = [e for e in sched.queue.entries.values() if e is not entry]
@@ -625,7 +625,7 @@ async def test_a_trial_placement_still_sees_pods_outside_its_domain() -> None:
     for i in range(2):
         sched.on_pod("ADDED", _member(f"m{i}", "1", labels={"app": "train"}))
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await asyncio.gather(*list(sched._tasks))
+    await sched.settle()
     assert binder.bound == {}
     (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
     assert cond["status"] == "False"
