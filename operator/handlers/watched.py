@@ -84,7 +84,8 @@ def handler(scheduler: PodiumScheduler, row: Watched) -> Deliver:
             if first_listing is not None:
                 first_listing.seen(row.kind.plural, body)
             if resync and event_type is None:  # a (re)list: reconcile once over
-                scheduler.resync.listed(row.kind.plural)
+                relist = scheduler.first_listing.synced.is_set()
+                scheduler.resync.listed(row.kind.plural, relist=relist)
         except Exception:  # a poison object must never stop the watch
             log.exception("event_failed", kind=row.kind.plural)
 

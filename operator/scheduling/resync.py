@@ -128,10 +128,19 @@ class Resyncer:
         for kind in paths:
             self.kinds.setdefault(kind, _Kind())
 
-    def listed(self, kind: str) -> None:
-        """A ``type=None`` (listing) event arrived for ``kind``."""
-        self.kinds[kind].last_listed = self.clock()
-        self._start(kind)
+    def listed(self, kind: str, *, relist: bool = False) -> None:
+        """A ``type=None`` (listing) event arrived for ``kind``.
+
+        ``relist``: the first listing is over, so this one follows a watch gap (kopf lists
+        again only after a lost connection or a 410, never on a watch's routine timeout).
+        A gap is the API server's, not one kind's, and kopf's relist of a collection that
+        the gap emptied brings no event at all (the last PDB, deleted while the watches
+        were down), so every kind is reconciled.
+        """
+        now = self.clock()
+        for name in self.kinds if relist else (kind,):
+            self.kinds[name].last_listed = now
+            self._start(name)
 
     def _start(self, kind: str) -> None:
         state = self.kinds[kind]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import signal
 import time
 from collections import Counter
@@ -217,6 +218,78 @@ async def test_watch_resumes_from_compacted_revision_without_losing_pods(
         compacted_at=revision,
         recover_s=round(recovered, 1),
     )
+
+
+async def test_pdb_deleted_during_a_watch_gap_no_longer_guards_victims(
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    apiserver_guard: ControlPlane,  # last: torn down first, before the API is needed again
+) -> None:
+    """A PodDisruptionBudget deleted while Podium's watches are down (SIGSTOP, its
+    connections cut, etcd compacted, kube-apiserver restarted: the watches relist, and
+    the relist of a now empty collection carries no event at all) is forgotten by the
+    resync that any kind's relist starts for every kind. Preemption then takes
+    the victim that the PDB guarded: the only 1-cpu pods are lo-a (priority 1, under
+    the PDB) on n1 and lo-b (priority 5) on n2. With the PDB, Go's
+    pickOneNodeForPreemption prefers n2 (no violation); without it, n1 (the lower
+    highest victim priority)."""
+    plane = apiserver_guard
+    sched = f"{namespace}-s"
+    n1, n2 = f"{namespace}-n1", f"{namespace}-n2"
+    selector = {"suite": namespace}
+    await node_factory(make_node(n, cpu="1", memory="4Gi", labels=selector) for n in (n1, n2))
+    victims = [
+        make_pod("lo-a", cpu="1", priority=1, labels={"app": "a"}, node_name=n1),
+        make_pod("lo-b", cpu="1", priority=5, node_name=n2),
+    ]
+    await create_pods(api_client, namespace, victims)
+    pdb = {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "guard-a"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "a"}}},
+    }
+    policy = client.PolicyV1Api(api_client)
+    await policy.create_namespaced_pod_disruption_budget(namespace, pdb)
+    proc = await podium("--scheduler-name", sched)  # ready: its first listing has the PDB
+
+    def pdb_resyncs() -> list[dict[str, Any]]:
+        records = [json.loads(line) for line in proc.log_lines() if '"resync_done"' in line]
+        return [r for r in records if r.get("kind") == "poddisruptionbudgets"]
+
+    # The resync that the first listing starts is over: only a relist can start another.
+    await wait_until(pdb_resyncs, 30, 0.1, "the first listing's PDB resync", watch=proc)
+    proc.process.send_signal(signal.SIGSTOP)
+    try:
+        # Podium's watches are cut before the delete, so no DELETED event waits in their
+        # sockets for it to read on waking.
+        await plane.arestart_apiserver(kill=True)
+        await policy.delete_namespaced_pod_disruption_budget("guard-a", namespace)
+        revision = await asyncio.to_thread(etcd_compact, plane)
+        await plane.arestart_apiserver(kill=True)
+    finally:
+        proc.process.send_signal(signal.SIGCONT)
+
+    def forgot_the_pdb() -> bool:
+        return any(r.get("removed") == 1 for r in pdb_resyncs())
+
+    await wait_until(forgot_the_pdb, 60, 0.2, "the resync forgets the deleted PDB", watch=proc)
+    hi = make_pod("hi", cpu="1", priority=100, scheduler_name=sched, node_selector=selector)
+    await create_pods(api_client, namespace, [hi])
+
+    async def by_name() -> dict[str, Any]:
+        return {p["metadata"]["name"]: p for p in await pods_in(api_client, namespace)}
+
+    async def placed() -> bool:
+        return bool((await by_name())["hi"]["spec"].get("nodeName"))
+
+    await wait_until(placed, 60, 0.2, "the preemptor bound", watch=proc)
+    pods_now = await by_name()
+    assert pods_now["hi"]["spec"]["nodeName"] == n1
+    assert "lo-a" not in pods_now and "lo-b" in pods_now
+    report("pdb-deleted-in-watch-gap", compacted_at=revision)
 
 
 async def test_long_apiserver_outage_is_waited_out(

@@ -131,3 +131,31 @@ async def test_the_list_is_read_in_pages_and_a_restart_counts_only_its_own_snaps
     assert await _resync_once(lister, "pods", cached) == ["a", "d"]
     assert [p.get("continue", "") for p in lister.params] == ["", "t1", "", "t2"]
     assert {p["limit"] for p in lister.params} == {str(LIST_PAGE)}
+
+
+async def test_a_relist_reconciles_every_kind_since_an_emptied_collection_sends_nothing() -> None:
+    """After a gap kopf relists every kind, but a kind whose last object went during the
+    gap relists with no event: a relist of any kind resyncs them all."""
+    pages = [{"metadata": {"resourceVersion": "30"}, "items": []} for _ in range(4)]
+    lister = _Lister(*pages)
+    cached = {"nodes": {"n1": "5"}, "poddisruptionbudgets": {"shop/guard": "6"}, "pods": {}}
+    forgotten: list[tuple[str, str]] = []
+    resync = Resyncer(
+        lister,  # type: ignore[arg-type]
+        lambda kind: cached[kind],
+        lambda kind, key: forgotten.append((kind, key)),
+        ResyncSettings(quiet=0, retry=0.01, period=0),
+    )
+    resync.kinds = {kind: resync.kinds[kind] for kind in cached}  # these three kinds only
+    resync.listed("nodes")  # the first listing: that kind alone
+    first = resync.kinds["nodes"].task
+    assert first is not None and resync.kinds["poddisruptionbudgets"].task is None
+    await asyncio.wait_for(first, 5)
+    resync.listed("nodes", relist=True)
+    tasks = [state.task for state in resync.kinds.values()]
+    await asyncio.wait_for(asyncio.gather(*(t for t in tasks if t is not None)), 5)
+    assert sorted(lister.calls) == sorted(
+        ["/api/v1/nodes", "/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"]
+    )
+    assert ("poddisruptionbudgets", "shop/guard") in forgotten
+    await resync.close()
