@@ -5,7 +5,7 @@ annotations, no finalizers, no progress), which change-detection handlers would
 do on every user pod. They are ``async`` so that kopf runs them on the event
 loop: a plain ``def`` would run in kopf's thread pool and mutate the cache from
 another thread while a scheduling cycle reads it. Pods come through a direct
-``ListWatch`` (``listwatch.py``) that calls the same handler on the loop.
+``ListWatch`` (``podium.kube.listwatch``) that calls the same handler on the loop.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ skipped, never allowed to stop the watch. Every kopf-watched row tells the
 resyncer when kopf has finished a (re)list, so objects deleted while the watch
 was down are dropped (see ``podium.scheduling.resync``). Rows marked ``direct``
 are not watched through kopf's per-object machinery but by a ``ListWatch``
-(``podium.handlers.listwatch``) that the runtime adds to kopf's root tasks; it
+(``podium.kube.listwatch``) that the runtime adds to kopf's root tasks; it
 feeds the same handler, and synthesises its own deletes after a relist.
 
 To watch a new kind: declare it (``podium.kube.kinds.Kind``) in the store that holds
@@ -24,9 +24,9 @@ from typing import Any
 import kopf
 import structlog
 
-from podium.handlers.listwatch import Deliver, ListWatch, ListWatchSettings
 from podium.kube.client import KubeClient
 from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, Kind
+from podium.kube.listwatch import Deliver, ListWatch, ListWatchSettings
 from podium.scheduling.scheduler import PodiumScheduler
 from podium.state import dra, podgroups, selectors, volumes
 

@@ -3,7 +3,7 @@
 kopf owns most watches. Binding, status patches, Events and reads go through
 one pool of keep-alive connections (``podium.kube.http``) with orjson bodies,
 which is much cheaper per call than aiohttp or the generated kubernetes-asyncio
-models; the pod watch streams through ``session`` (aiohttp). A 401 is answered by one
+models; a watch (``watch``) streams through ``session`` (aiohttp). A 401 is answered by one
 re-authentication (``podium.kube.credentials``), never a loop.
 
 The client is also a polite one: it waits as long as a 429 or 5xx answer's
@@ -19,7 +19,7 @@ import enum
 import math
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 from urllib.parse import urlencode
@@ -238,6 +238,52 @@ class KubeClient:
                 continue
             raise ApiError(status, payload, retry_after)
 
+    async def watch(
+        self, path: str, params: Mapping[str, str], read_timeout: float
+    ) -> AsyncIterator[dict[str, Any]]:
+        """One WATCH request: its events, decoded, until the server ends the stream.
+
+        A watch is one answer read for minutes, so it streams through ``session``
+        (aiohttp) instead of the pooled connections. The rest is the client's, as
+        client-go's rest client throttles and authenticates a watch like any request: a
+        token from the read budget, the current credentials, 401/403 counted, and after
+        a 401 the next call reads the token afresh (the caller retries). An answer of
+        400 or more is an ``ApiError``; a stream silent for ``read_timeout`` a
+        ``TimeoutError``.
+        """
+        await self.limits[budget_of("GET", path)].take()
+        headers = {}
+        started = time.monotonic()
+        token = await self.creds.current_token()
+        if token:
+            headers["Authorization"] = f"Bearer {token}"
+        timeout = aiohttp.ClientTimeout(total=None, connect=30.0, sock_read=read_timeout)
+        url = self.creds.server + path
+        async with self.session.get(
+            url, params=dict(params), headers=headers, timeout=timeout
+        ) as resp:
+            self._auth_seen(resp.status, "GET", path)
+            if resp.status >= 400:
+                raw = await resp.read()
+                try:
+                    payload: Any = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    payload = raw.decode(errors="replace")
+                if resp.status == 401 and self.creds.tokens is not None:
+                    self.creds.tokens.reset(started)
+                raise ApiError(resp.status, payload)
+            buffer = b""
+            async for chunk in resp.content.iter_any():
+                buffer += chunk
+                if b"\n" not in chunk:
+                    continue
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        yield orjson.loads(line)
+            if buffer.strip():
+                yield orjson.loads(buffer)
+
     def _auth_seen(self, status: int, method: str, path: str) -> None:
         """Report 401/403 through a metric and a log line, and 401 through readiness."""
         if status in (401, 403) and self.metrics is not None:
@@ -289,7 +335,11 @@ class ListPage:
 
 
 async def list_pages(
-    client: _Getter, path: str, page: int = LIST_PAGE, accept: str | None = None
+    client: _Getter,
+    path: str,
+    page: int = LIST_PAGE,
+    accept: str | None = None,
+    params: Mapping[str, str] | None = None,
 ) -> AsyncIterator[ListPage]:
     """A LIST, one page (``limit``/``continue``) at a time.
 
@@ -298,11 +348,11 @@ async def list_pages(
     """
     token = ""
     while True:
-        params = {"limit": str(page)}
+        query = {**(params or {}), "limit": str(page)}
         if token:
-            params["continue"] = token
+            query["continue"] = token
         try:
-            listed = await client.get(path, params, accept=accept)
+            listed = await client.get(path, query, accept=accept)
         except ApiError as exc:
             if exc.status != 410 or not token:
                 raise

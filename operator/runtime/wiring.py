@@ -27,10 +27,10 @@ from podium.handlers import (
     register_policies,
     register_watches,
 )
-from podium.handlers.listwatch import ListWatchSettings
 from podium.kube.client import LIST_PAGE, ApiError, KubeClient
 from podium.kube.credentials import load_credentials
 from podium.kube.leader import LeaderElector, LeaseSettings, LostLeadership
+from podium.kube.listwatch import ListWatchSettings
 from podium.metrics import Metrics
 from podium.policy import default_profile
 from podium.runtime.loopwatch import watch_loop

@@ -25,9 +25,10 @@ import structlog
 
 from podium.kube.client import KubeClient, list_pages
 from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, paths
+from podium.kube.listwatch import stale_keys
 from podium.state import dra, podgroups, selectors, volumes
 
-__all__ = ["METADATA_LIST", "ResyncSettings", "Resyncer", "stale_keys"]
+__all__ = ["METADATA_LIST", "ResyncSettings", "Resyncer"]
 
 log = structlog.get_logger("podium.scheduling.resync")
 
@@ -62,31 +63,6 @@ class ResyncSettings:
     max_retry: float = 30.0
     # Resync every kind this often even without a relist; 0 disables it.
     period: float = 300.0
-
-
-def _version(value: str) -> int | None:
-    """etcd-backed resourceVersions are integers; anything else is not compared."""
-    return int(value) if value.isdigit() else None
-
-
-def stale_keys(cached: Mapping[str, str], listed: set[str], list_version: str) -> list[str]:
-    """Keys cached at a version no newer than the list, yet absent from it.
-
-    ``cached`` maps key to the resourceVersion the cache last saw. An entry
-    without a comparable version is kept: dropping a live object is worse
-    than keeping a gone one until its DELETED event.
-    """
-    limit = _version(list_version)
-    if limit is None:
-        return []
-    stale = []
-    for key, version in cached.items():
-        if key in listed:
-            continue
-        seen = _version(version)
-        if seen is not None and seen <= limit:
-            stale.append(key)
-    return stale
 
 
 @dataclass(slots=True)

@@ -4,7 +4,6 @@
 - ``StallProxy``: a TCP proxy in front of kube-apiserver that can silently stop
   forwarding server→client bytes while keeping connections open.
 - ``FaultyClient``: a ``KubeClient`` whose Binding POSTs fail on purpose.
-- ``Informer``: a minimal list+watch loop that feeds an in-process ``PodiumScheduler``.
 - ``deny_admission``: a ValidatingAdmissionPolicy that makes chosen writes fail.
 - small tools: fast bulk pod creation, Podium's RSS, a metric sample, etcd compaction.
 """
@@ -23,8 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-import orjson
 import yaml
 from kubernetes_asyncio.client import ApiClient
 
@@ -36,7 +33,6 @@ from tests.e2e.test_scheduling import all_pods_and_nodes, overcommitted, pods_in
 __all__ = [
     "BIND_FAULTS",
     "FaultyClient",
-    "Informer",
     "InvariantReport",
     "StallProxy",
     "bound_count",
@@ -522,94 +518,6 @@ class FaultyClient(KubeClient):
             raise TimeoutError("injected: timed out after the server applied the bind")
         assert kind == "409-applied", kind
         return await real(method, path, body, content_type, params)  # the server's 409
-
-
-# -- a minimal informer --------------------------------------------------------------------
-
-
-class Informer:
-    """List, then watch from the list's resourceVersion; relist on 410 or disconnect.
-
-    ``handler(type, object)`` is PodiumScheduler.on_pod/on_node; listed objects
-    come with type None, as kopf delivers them. ``synced`` is set after the first
-    list.
-    """
-
-    def __init__(
-        self,
-        client: KubeClient,
-        path: str,
-        handler: Callable[[str | None, Mapping[str, Any]], None],
-        params: Mapping[str, str] | None = None,
-    ) -> None:
-        self.client = client
-        self.path = path
-        self.handler = handler
-        self.params = dict(params or {})
-        self.synced = asyncio.Event()
-        self.events = 0
-        self.lists = 0
-        self.known: dict[str, Mapping[str, Any]] = {}
-        # Handler exceptions are kept, and the stream goes on, as kopf's handlers do.
-        self.errors: list[str] = []
-
-    def _deliver(self, kind: str | None, obj: Mapping[str, Any]) -> None:
-        uid = str((obj.get("metadata") or {}).get("uid") or "")
-        if kind == "DELETED":
-            self.known.pop(uid, None)
-        else:
-            self.known[uid] = obj
-        try:
-            self.handler(kind, obj)
-        except Exception as exc:
-            name = (obj.get("metadata") or {}).get("name")
-            self.errors.append(f"{kind} {name}: {exc!r}")
-
-    async def run(self) -> None:
-        while True:
-            try:
-                listing = await self.client.get(self.path, params=self.params)
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError):
-                await asyncio.sleep(0.5)
-                continue
-            self.lists += 1
-            items = listing.get("items") or []
-            listed = {str(i["metadata"]["uid"]) for i in items}
-            # A relist is a resync: objects gone meanwhile get their DELETED (client-go does this).
-            for uid, old in list(self.known.items()):
-                if uid not in listed:
-                    self._deliver("DELETED", old)
-            for item in items:
-                self._deliver(None, item)
-            self.synced.set()
-            version = str(listing["metadata"]["resourceVersion"])
-            with contextlib.suppress(aiohttp.ClientError, TimeoutError):
-                while True:
-                    version = await self._watch(version)
-
-    async def _watch(self, version: str) -> str:
-        params = {
-            **self.params,
-            "watch": "true",
-            "allowWatchBookmarks": "true",
-            "resourceVersion": version,
-            "timeoutSeconds": "30",
-        }
-        url = self.client.creds.server + self.path
-        timeout = aiohttp.ClientTimeout(total=60)
-        async with self.client.session.get(url, params=params, timeout=timeout) as resp:
-            if resp.status != 200:
-                raise aiohttp.ClientError(f"watch answered {resp.status}")
-            async for line in resp.content:
-                event = orjson.loads(line)
-                kind, obj = event.get("type"), event.get("object") or {}
-                if kind == "ERROR":
-                    raise aiohttp.ClientError(f"watch error {obj.get('code')}")  # relist
-                version = str((obj.get("metadata") or {}).get("resourceVersion") or version)
-                if kind != "BOOKMARK":
-                    self.events += 1
-                    self._deliver(kind, obj)
-        return version
 
 
 async def wait_bound(

@@ -17,7 +17,7 @@ import json
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,8 @@ from podium.devcluster import ControlPlane
 from podium.devcluster.objects import pod_events, wait_for
 from podium.kube.client import KubeClient
 from podium.kube.credentials import load_credentials
+from podium.kube.kinds import NODES, PODS
+from podium.kube.listwatch import ListWatch
 from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import parse_pod
 from podium.policy import default_profile
@@ -38,7 +40,6 @@ from podium.scheduling.scheduler import PodiumScheduler
 from tests.e2e.faults import (
     BIND_FAULTS,
     FaultyClient,
-    Informer,
     InvariantReport,
     StallProxy,
     bound_count,
@@ -392,25 +393,47 @@ async def test_stalled_watch_is_noticed_and_rewatched(
 async def in_process(
     plane: ControlPlane, namespace: str, sched: str, **faults: Any
 ) -> AsyncIterator[tuple[PodiumScheduler, FaultyClient]]:
-    """A PodiumScheduler fed by plain list+watch loops (this namespace's pods, the
+    """A PodiumScheduler fed by the production list-and-watch (this namespace's pods, the
     suite's nodes), binding through a real Binder on a FaultyClient."""
     creds = await load_credentials(str(plane.kubeconfig))
     faulty = FaultyClient(creds, **faults)
     plain = KubeClient(creds)
     binder = Binder(faulty, "reliability", resolve_backoff=0.05, resolve_max_backoff=1.0)
     scheduler = PodiumScheduler(binder, {sched: default_profile(sched)})
-    informers = [
-        Informer(
-            plain, "/api/v1/nodes", scheduler.on_node, {"labelSelector": f"suite={namespace}"}
+    errors: list[str] = []
+
+    def kept(apply: Callable[[str | None, Any], None]) -> Callable[[str | None, Any], None]:
+        """Errors are kept and the stream goes on, as the runtime's handler does."""
+
+        def deliver(event_type: str | None, body: Any) -> None:
+            try:
+                apply(event_type, body)
+            except Exception as exc:
+                errors.append(f"{event_type} {(body.get('metadata') or {}).get('name')}: {exc!r}")
+
+        return deliver
+
+    streams = [
+        ListWatch(
+            plain,
+            NODES.path,
+            kept(scheduler.on_node),
+            lambda: scheduler.cached_versions(NODES.plural),
+            params={"labelSelector": f"suite={namespace}"},
+            by_name=True,
         ),
-        Informer(plain, f"/api/v1/namespaces/{namespace}/pods", scheduler.on_pod),
+        ListWatch(
+            plain,
+            f"/api/v1/namespaces/{namespace}/pods",
+            kept(scheduler.on_pod),
+            lambda: scheduler.cached_versions(PODS.plural),
+        ),
     ]
-    tasks = [asyncio.create_task(i.run()) for i in informers]
+    tasks = [asyncio.create_task(stream.run()) for stream in streams]
     try:
-        await asyncio.wait_for(asyncio.gather(*(i.synced.wait() for i in informers)), 30)
+        await asyncio.wait_for(asyncio.gather(*(s.synced.wait() for s in streams)), 30)
         tasks.append(asyncio.create_task(scheduler.run()))
         yield scheduler, faulty
-        errors = [e for i in informers for e in i.errors]
         assert not errors, f"PodiumScheduler.on_pod/on_node raised: {errors}"
     finally:
         for task in tasks:

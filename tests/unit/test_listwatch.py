@@ -12,10 +12,10 @@ import orjson
 import pytest
 from aiohttp import web
 
-from podium.handlers.listwatch import ListWatch, ListWatchSettings
 from podium.handlers.watched import WATCHED, direct_watches, register_watches
 from podium.kube.client import KubeClient
 from podium.kube.credentials import Credentials
+from podium.kube.listwatch import ListWatch, ListWatchSettings
 from podium.metrics import Metrics
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from podium.kube.client import LIST_PAGE, ApiError
-from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings, stale_keys
+from podium.kube.listwatch import stale_keys
+from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings
 from tests.unit.clock import ManualClock
 
 

@@ -1,10 +1,10 @@
-"""A direct, paginated list-and-watch for the pod firehose, run as one of kopf's root tasks.
+"""A paginated list-and-watch of one collection: client-go's reflector, on ``KubeClient``.
 
-kopf spends about 0.9 CPU ms per pod event around Podium's own handler (a
-worker task per object, cause detection, handler kwargs, stdlib ``json``);
-this stream costs an ``orjson`` decode and one call of the same handler (see
-docs/architecture.md for the measurement). It behaves as kopf's watcher and
-client-go's reflector do:
+The runtime watches the pod firehose with it among kopf's root tasks (kopf spends
+about 0.9 CPU ms per pod event around Podium's handler; this stream costs an
+``orjson`` decode and one call of the same handler: docs/benchmark.md, "The direct
+pod stream"), and the fault tests feed an in-process scheduler with it. It behaves as
+kopf's watcher and client-go's reflector do:
 
 - a paginated LIST (``limit``/``continue``) delivers every object as a
   ``type=None`` event, then a WATCH resumes from the list's resourceVersion,
@@ -15,27 +15,27 @@ client-go's reflector do:
   it gets a synthesised ``DELETED`` event: deletions hidden by a watch gap
   reach the handler like any other.
 
-Objects are keyed by ``metadata.uid``, as the scheduler caches pods.
+Objects are keyed by ``metadata.uid``, as the scheduler caches pods, or by name for a
+cluster-scoped kind. Authentication, 401 handling and the read budget are the client's
+(``KubeClient.watch``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import orjson
 import structlog
 
 from podium.kube.client import LIST_PAGE, ApiError, KubeClient, list_pages
-from podium.scheduling.resync import stale_keys
 
-__all__ = ["Deliver", "ListWatch", "ListWatchSettings"]
+__all__ = ["Deliver", "ListWatch", "ListWatchSettings", "stale_keys"]
 
-log = structlog.get_logger("podium.handlers.listwatch")
+log = structlog.get_logger("podium.kube.listwatch")
 
 # (event type or None for a listed object, body): the watched kind's handler.
 Deliver = Callable[["str | None", Mapping[str, Any]], None]
@@ -55,6 +55,31 @@ class ListWatchSettings:
     backoffs: tuple[float, ...] = (1.0, 1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 30.0)
 
 
+def _version(value: str) -> int | None:
+    """etcd-backed resourceVersions are integers; anything else is not compared."""
+    return int(value) if value.isdigit() else None
+
+
+def stale_keys(cached: Mapping[str, str], listed: set[str], list_version: str) -> list[str]:
+    """Keys cached at a version no newer than the list, yet absent from it.
+
+    ``cached`` maps key to the resourceVersion the cache last saw. An entry
+    without a comparable version is kept: dropping a live object is worse
+    than keeping a gone one until its DELETED event.
+    """
+    limit = _version(list_version)
+    if limit is None:
+        return []
+    stale = []
+    for key, version in cached.items():
+        if key in listed:
+            continue
+        seen = _version(version)
+        if seen is not None and seen <= limit:
+            stale.append(key)
+    return stale
+
+
 class _Gone(Exception):
     """410: the resourceVersion or continue token is too old; list again."""
 
@@ -62,8 +87,9 @@ class _Gone(Exception):
 class ListWatch:
     """LIST then WATCH one collection, delivering each event to ``deliver``.
 
-    ``cached()`` returns uid -> resourceVersion of what the handler's side
-    holds, for the deletes synthesised after a relist.
+    ``cached()`` returns key -> resourceVersion of what the handler's side
+    holds, for the deletes synthesised after a relist; the key is the uid, or the
+    name with ``by_name``. ``params`` narrow the collection (a label selector).
     """
 
     def __init__(
@@ -73,12 +99,17 @@ class ListWatch:
         deliver: Deliver,
         cached: Callable[[], Mapping[str, str]],
         settings: ListWatchSettings | None = None,
+        *,
+        params: Mapping[str, str] | None = None,
+        by_name: bool = False,
     ) -> None:
         self.client = client
         self.path = path
         self.deliver = deliver
         self.cached = cached
         self.settings = settings or ListWatchSettings()
+        self.params = dict(params or {})
+        self.key = "name" if by_name else "uid"
         self.resource_version = ""
         self.lists = 0  # completed (re)lists, for tests and logs
         self.synced = asyncio.Event()  # set once the first list was delivered
@@ -111,18 +142,19 @@ class ListWatch:
         """A full paginated LIST, then deletes for what it no longer holds."""
         listed: set[str] = set()
         version = ""
-        async for page in list_pages(self.client, self.path, self.settings.page):
+        pages = list_pages(self.client, self.path, self.settings.page, params=self.params)
+        async for page in pages:
             if page.first:  # a (re)started list: only its own snapshot counts
                 listed.clear()
                 version = page.version
             for item in page.items:
-                uid = (item.get("metadata") or {}).get("uid")
-                if uid:
-                    listed.add(str(uid))
+                key = (item.get("metadata") or {}).get(self.key)
+                if key:
+                    listed.add(str(key))
                 self.deliver(None, item)
             await asyncio.sleep(0)  # let the scheduling loop and other watches run between pages
-        for uid in stale_keys(self.cached(), listed, version):
-            self.deliver("DELETED", {"metadata": {"uid": uid}})
+        for key in stale_keys(self.cached(), listed, version):
+            self.deliver("DELETED", {"metadata": {self.key: key}})
         self.resource_version = version
         self.lists += 1
         self.synced.set()
@@ -131,12 +163,14 @@ class ListWatch:
         """One WATCH request from ``resource_version`` until the server ends it."""
         settings = self.settings
         params = {
+            **self.params,
             "watch": "1",
             "resourceVersion": self.resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(int(settings.server_timeout)),
         }
-        async for event in self._events(params):
+        read_timeout = settings.server_timeout + settings.client_margin
+        async for event in self.client.watch(self.path, params, read_timeout):
             kind = event.get("type")
             body = event.get("object") or {}
             if kind == "ERROR":
@@ -149,41 +183,3 @@ class ListWatch:
                 self.deliver(kind, body)
             if version:
                 self.resource_version = str(version)
-
-    async def _events(self, params: dict[str, str]) -> AsyncIterator[dict[str, Any]]:
-        headers = {}
-        started = time.monotonic()
-        token = await self.client.creds.current_token()
-        if token:
-            headers["Authorization"] = f"Bearer {token}"
-        timeout = aiohttp.ClientTimeout(
-            total=None,
-            connect=30.0,
-            sock_read=self.settings.server_timeout + self.settings.client_margin,
-        )
-        async with self.client.session.get(
-            self.client.creds.server + self.path, params=params, headers=headers, timeout=timeout
-        ) as resp:
-            if resp.status >= 400:
-                raw = await resp.read()
-                try:
-                    payload: Any = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    payload = raw.decode(errors="replace")
-                if resp.status == 410:
-                    raise _Gone()
-                tokens = self.client.creds.tokens
-                if resp.status == 401 and tokens is not None:
-                    tokens.reset(started)  # the next attempt reads the token afresh
-                raise ApiError(resp.status, payload)
-            buffer = b""
-            async for chunk in resp.content.iter_any():
-                buffer += chunk
-                if b"\n" not in chunk:
-                    continue
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        yield orjson.loads(line)
-            if buffer.strip():
-                yield orjson.loads(buffer)
