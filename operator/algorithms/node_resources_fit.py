@@ -2,9 +2,13 @@
 
 Requests come from ``podium.kube.resources`` (pod-level resources, sidecars,
 overhead, and for bound pods the resize status). Scoring follows
-``resourceAllocationScorer``: cpu and memory count containers without a
-request as 100m / 200Mi where pod-level requests leave them open, and scalar
-resources the pod does not ask for are left out of the score.
+``resourceAllocationScorer``. The node's pods count as NodeInfo's
+(non-zero) requested has them, pod level included. The pod being scored
+counts as its containers alone, cpu and memory at 100m / 200Mi for a
+container without a request, even when it sets pod-level requests: Go's
+``NewFit`` never sets its scorer's ``enablePodLevelResources`` (only
+BalancedAllocation's does), so ``calculatePodResourceRequest`` skips them.
+Scalar resources the pod does not ask for are left out of the score.
 """
 
 from __future__ import annotations
@@ -37,7 +41,11 @@ _CLIP = 2**56
 def requested_and_allocatable(
     cycle: Cycle, nodes: IndexArray, resource: str, use_requested: bool
 ) -> tuple[IntArray, IntArray]:
-    """calculateResourceAllocatableRequest: what the node would have requested with this pod."""
+    """calculateResourceAllocatableRequest: what the node would have requested with this pod.
+
+    ``use_requested`` is BalancedAllocation's view (requests, pod level); without it, the
+    Fit score's (non-zero node totals plus the pod's container-only ``score_*`` view).
+    """
     snap, pod = cycle.snapshot, cycle.pod
     col = snap.resource_column(resource)
     if col is None:
@@ -49,7 +57,8 @@ def requested_and_allocatable(
     elif resource == "memory" and not use_requested:
         requested = snap.nonzero_memory[nodes] + pod.score_memory
     else:
-        amount = pod.requests.get(resource, 0)
+        view = pod.requests if use_requested or pod.score_requests is None else pod.score_requests
+        amount = view.get(resource, 0)
         if amount == 0 and is_scalar_resource(resource):
             zeros = np.zeros(len(nodes), dtype=np.int64)
             return zeros, zeros

@@ -99,6 +99,7 @@ class PodInfo:
     nonzero_memory: int
     score_cpu: int
     score_memory: int
+    score_requests: dict[str, int] | None
     qos: str
     host_ports: tuple[HostPort, ...]
     node_selector: dict[str, str]
@@ -344,6 +345,7 @@ def parse_pod(body: Json) -> PodInfo:
         nonzero_memory=resources.nonzero_memory,
         score_cpu=resources.score_cpu,
         score_memory=resources.score_memory,
+        score_requests=resources.score_requests,
         qos=resources.qos,
         host_ports=_host_ports(spec),
         node_selector=_str_map(spec.get("nodeSelector")),

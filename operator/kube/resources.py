@@ -16,8 +16,11 @@ that two parts of Podium can never count one pod differently.
   largest of spec, ``allocatedResources`` and the actuated
   ``resources.requests``, at container and at pod level; while a resize is
   ``Infeasible`` the spec does not count, only what is allocated and running.
-- The non-zero requests that scoring uses (100m cpu, 200Mi memory for a
+- The non-zero requests of a node's pods (100m cpu, 200Mi memory for a
   container that names neither) fill only what pod-level requests leave open.
+- NodeResourcesFit's score counts the pod being scheduled by its containers
+  alone, with those defaults and the spec only: Go's Fit never turns on its
+  scorer's pod-level and status options (``calculatePodResourceRequest``).
 
 Quantities are summed exactly, as ``resource.Quantity`` does, and rounded up
 once at the end.
@@ -67,9 +70,14 @@ class PodResources:
 
     ``requests`` holds the resources NodeResourcesFit compares (cpu in
     millicores, the rest in whole units). ``nonzero_*`` is what the pod adds
-    to a node's non-zero totals (NodeInfo.NonZeroRequested) and ``score_*``
-    what the pod itself brings to LeastAllocated and MostAllocated scoring;
-    they differ only where pod-level requests and container defaults mix.
+    to a node's non-zero totals (NodeInfo.NonZeroRequested). ``score_*`` is
+    what the pod brings to NodeResourcesFit's score when it is scheduled:
+    its containers with the non-zero defaults and overhead, never pod-level
+    requests nor the resize status, as Go's Fit leaves its scorer's
+    ``enablePodLevelResources`` and ``enableInPlacePodVerticalScaling`` unset
+    (``NewFit``; ``calculatePodResourceRequest``). ``score_requests`` is that
+    view of every resource, kept only for pods with pod-level requests: for a
+    pending pod without them it equals ``requests`` beyond cpu and memory.
     """
 
     requests: dict[str, int]
@@ -77,6 +85,7 @@ class PodResources:
     nonzero_memory: int
     score_cpu: int
     score_memory: int
+    score_requests: dict[str, int] | None
     qos: str
     problems: list[str] = field(default_factory=list)
 
@@ -289,10 +298,12 @@ def _container_requests(pod: _Pod, use_status: bool, defaults: ResourceList | No
     return _max(specs, actuated, allocated)
 
 
-def _pod_requests(pod: _Pod, use_status: bool, defaults: ResourceList | None) -> ResourceList:
-    """PodRequests: containers, then pod-level values, then overhead."""
+def _pod_requests(
+    pod: _Pod, use_status: bool, defaults: ResourceList | None, pod_level: bool = True
+) -> ResourceList:
+    """PodRequests: containers, then pod-level values (unless skipped), then overhead."""
     reqs = _container_requests(pod, use_status and pod.has_status_resources, defaults)
-    if pod.pod_level_requests_set():
+    if pod_level and pod.pod_level_requests_set():
         effective = pod.pod_requests or {}
         if use_status and pod.status_resources:
             spec = None if pod.infeasible else effective
@@ -377,17 +388,19 @@ def pod_resources(spec: Json, status: Json, bound: bool) -> PodResources:
         {n: a for n, a in _NON_MISSING.items() if n not in requests} if pod_level else _NON_MISSING
     )
     nonzero = _pod_requests(pod, bound, gaps) if gaps else requests
-    # calculatePodResourceRequest: both defaults, then pod level, always with the status.
-    same_view = bound or not pod.has_status_resources
-    score = (
-        nonzero if gaps is _NON_MISSING and same_view else _pod_requests(pod, True, _NON_MISSING)
-    )
+    # The Fit score's view (SkipPodLevelResources, no status): the non-zero view
+    # already is it unless pod-level requests or a read status went into that.
+    same_view = not pod_level and not (bound and pod.has_status_resources)
+    score = nonzero if same_view else _pod_requests(pod, False, _NON_MISSING, pod_level=False)
     return PodResources(
         requests={n: whole(n, a) for n, a in requests.items() if counted_resource(n)},
         nonzero_cpu=whole("cpu", nonzero.get("cpu", Decimal(0))),
         nonzero_memory=whole("memory", nonzero.get("memory", Decimal(0))),
         score_cpu=whole("cpu", score.get("cpu", Decimal(0))),
         score_memory=whole("memory", score.get("memory", Decimal(0))),
+        score_requests=(
+            {n: whole(n, a) for n, a in score.items() if counted_resource(n)} if pod_level else None
+        ),
         qos=_qos(spec, status, pod),
         problems=problems,
     )

@@ -262,7 +262,9 @@ def test_requests(
     assert result.problems == []
 
 
-# (id, spec, nonzero cpu, nonzero memory, score cpu, score memory)
+# (id, spec, nonzero cpu, nonzero memory, score cpu, score memory). The node counts
+# pod-level requests (CalculateResource); NodeResourcesFit's score counts the pod
+# being scheduled by its containers alone (Fit's calculatePodResourceRequest).
 NONZERO_CASES: list[tuple[str, dict[str, Any], int, int, int, int]] = [
     ("no requests: both defaults", {"containers": [c("a")]}, 100, 200 * MI, 100, 200 * MI),
     (
@@ -279,12 +281,12 @@ NONZERO_CASES: list[tuple[str, dict[str, Any], int, int, int, int]] = [
         {"resources": {"requests": {"cpu": "1"}}, "containers": [c("a"), c("b")]},
         1000,
         400 * MI,
-        1000,
+        200,
         400 * MI,
     ),
     (
-        # The node counts the container cpu as it is (cpu is present); scoring the
-        # pod fills the missing container's default before pod level applies.
+        # The node counts the container cpu as it is (cpu is present); the score
+        # fills the missing container's default and never reads pod level.
         "pod-level memory, cpu on one container only",
         {
             "resources": {"requests": {"memory": "1Gi"}},
@@ -293,7 +295,15 @@ NONZERO_CASES: list[tuple[str, dict[str, Any], int, int, int, int]] = [
         500,
         1024 * MI,
         600,
-        1024 * MI,
+        400 * MI,
+    ),
+    (
+        "pod-level cpu and memory (as the API server fills them), no container requests",
+        {"resources": {"requests": {"cpu": "900m", "memory": "6Gi"}}, "containers": [c("a")]},
+        900,
+        6144 * MI,
+        100,
+        200 * MI,
     ),
 ]
 
@@ -309,6 +319,85 @@ def test_nonzero_requests(
     result = pod_resources(spec, {}, False)
     assert (result.nonzero_cpu, result.nonzero_memory) == (nonzero_cpu, nonzero_memory)
     assert (result.score_cpu, result.score_memory) == (score_cpu, score_memory)
+
+
+# (id, spec, status, bound, score cpu, score memory, score_requests)
+SCORE_CASES: list[
+    tuple[str, dict[str, Any], dict[str, Any], bool, int, int, dict[str, int] | None]
+] = [
+    (
+        "no pod-level requests: no separate view",
+        {"containers": [c("a", cpu="1")]},
+        {},
+        False,
+        1000,
+        200 * MI,
+        None,
+    ),
+    (
+        "pod level with hugepages: the containers' hugepages, not the pod's",
+        {
+            "resources": {"requests": {"cpu": "2", "memory": "1Gi", "hugepages-2Mi": "8Mi"}},
+            "containers": [c("a", cpu="1", **{"hugepages-2Mi": "2Mi"}), c("b")],
+        },
+        {},
+        False,
+        1100,
+        400 * MI,
+        {"cpu": 1100, "memory": 400 * MI, "hugepages-2Mi": 2 * MI},
+    ),
+    (
+        "pod level: init containers at their peak, sidecars beside, overhead on top",
+        {
+            "resources": {"requests": {"cpu": "3", "memory": "3Gi"}},
+            "initContainers": [c("init", cpu="2"), c("side", "Always", memory="1Gi")],
+            "containers": [c("a")],
+            "overhead": {"cpu": "250m"},
+        },
+        {},
+        False,
+        2250,
+        1224 * MI,
+        {"cpu": 2250, "memory": 1224 * MI},
+    ),
+    (
+        "a pending pod's resize status is not read",
+        {"containers": [c("a", cpu="1")]},
+        {"containerStatuses": [status_of("a", {"cpu": "3"}, {"cpu": "3"})]},
+        False,
+        1000,
+        200 * MI,
+        None,
+    ),
+    (
+        "nor a bound pod's",
+        {"containers": [c("a", cpu="1")]},
+        {"containerStatuses": [status_of("a", {"cpu": "3"}, {"cpu": "3"})]},
+        True,
+        1000,
+        200 * MI,
+        None,
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("spec", "status", "bound", "score_cpu", "score_memory", "score_requests"),
+    [case[1:] for case in SCORE_CASES],
+    ids=[case[0] for case in SCORE_CASES],
+)
+def test_fit_score_view(
+    spec: dict[str, Any],
+    status: dict[str, Any],
+    bound: bool,
+    score_cpu: int,
+    score_memory: int,
+    score_requests: dict[str, int] | None,
+) -> None:
+    """NodeResourcesFit's score: containers, defaults and overhead; no pod level, no status."""
+    result = pod_resources(spec, status, bound)
+    assert (result.score_cpu, result.score_memory) == (score_cpu, score_memory)
+    assert result.score_requests == score_requests
 
 
 def limits(container: dict[str, Any], **values: str) -> dict[str, Any]:

@@ -13,6 +13,12 @@ and PodResizeInProgress conditions. Incoming pods may carry a
 ``RestartAllContainers`` restart rule, which requires a node to declare
 RestartAllContainersOnContainerExits.
 
+A share of scenarios (``split_view``) takes issue 31's shape: a small empty
+node beside larger, partly used ones, and an incoming pod whose pod-level
+requests fill most of the least free room over containers that ask for little
+or nothing. NodeResourcesFit's score counts such a pod by its containers,
+BalancedAllocation by its pod level, so the best node depends on each view.
+
 Nodes are filled close to capacity and the incoming pod is sized around one
 node's free room, so whether and where it fits depends on exact accounting.
 Every object is valid for the API server by construction (pod-level requests
@@ -34,6 +40,12 @@ RUNTIME_CLASSES: dict[str, dict[str, str]] = {
     "resdiff-light": {"cpu": "100m", "memory": "64Mi"},
     "resdiff-heavy": {"cpu": "450m", "memory": "320Mi"},
 }
+# How full a node is made, as a share of its allocatable.
+FILLS = (0.0, 0.3, 0.6, 0.8, 0.9, 0.95)
+# The share of scenarios whose incoming pod is _split_view_spec's, and the fills
+# of their larger nodes.
+SPLIT_VIEW_SHARE = 0.4
+SPLIT_VIEW_FILLS = (0.1, 0.25, 0.4, 0.6)
 RESTART_ALL = "RestartAllContainersOnContainerExits"
 # Sorted, as the API requires; the last is a name no scheduler knows.
 DECLARABLE = ("InPlacePodLevelResourcesVerticalScaling", RESTART_ALL, "VendorExampleFeature")
@@ -55,6 +67,8 @@ class ResourceScenario:
     # bound pod name -> the status written through pods/status after creation
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
     incoming: dict[str, Any] = field(default_factory=dict)
+    # The incoming pod's pod-level requests far exceed its containers' (_split_view_spec).
+    split_view: bool = False
 
 
 @dataclass
@@ -74,10 +88,12 @@ def _mem(mib: int) -> str:
     return f"{mib}Mi"
 
 
-def _node(rng: random.Random, name: str) -> dict[str, Any]:
+def _node(
+    rng: random.Random, name: str, cpus: tuple[int, ...] = (2, 4), gib: tuple[int, ...] = (4, 8)
+) -> dict[str, Any]:
     allocatable = {
-        "cpu": str(rng.choice([2, 4])),
-        "memory": f"{rng.choice([4, 8])}Gi",
+        "cpu": str(rng.choice(cpus)),
+        "memory": f"{rng.choice(gib)}Gi",
         "pods": "110",
     }
     if rng.random() < 0.5:
@@ -208,6 +224,33 @@ def _pod_spec(rng: random.Random, size: _Size, incoming: bool) -> dict[str, Any]
     return spec
 
 
+def _split_view_spec(rng: random.Random, size: _Size) -> dict[str, Any]:
+    """Pod-level cpu and memory of ``size`` over containers that ask for little or nothing.
+
+    NodeResourcesFit's score counts this pod as its containers (100m / 200Mi for
+    each without a request) while BalancedAllocation and the Filter count
+    ``size``, so the best node turns on which view each score takes.
+    """
+    containers = []
+    for i in range(rng.randint(1, 2)):
+        requests: dict[str, str] = {}
+        # Each at most a quarter of the pod level (an explicit zero gets no default).
+        if rng.random() < 0.3:
+            requests["cpu"] = _cpu(rng.randint(0, size.cpu // 200) * 50)
+        if rng.random() < 0.3:
+            requests["memory"] = _mem(rng.randint(0, size.memory // 128) * 32)
+        containers.append(_container(f"c{i}", requests, {}))
+    spec: dict[str, Any] = {
+        "containers": containers,
+        "resources": {"requests": {"cpu": _cpu(size.cpu), "memory": _mem(size.memory)}},
+    }
+    if rng.random() < 0.25:
+        spec["initContainers"] = [{**_container("s0", {}, {}), "restartPolicy": "Always"}]
+    if rng.random() < 0.25:
+        spec["runtimeClassName"] = rng.choice(sorted(RUNTIME_CLASSES))
+    return spec
+
+
 def _scaled(rng: random.Random, resources: dict[str, str]) -> dict[str, str]:
     """The same cpu and memory above or below the given values (hugepages kept)."""
     out = {}
@@ -292,14 +335,22 @@ def _capacity(node: dict[str, Any]) -> _Size:
 def generate(seed: int, prefix: str) -> ResourceScenario:
     """One scenario; node names start with ``prefix`` so runs never collide."""
     rng = random.Random(seed)
-    scenario = ResourceScenario(seed)
+    scenario = ResourceScenario(seed, split_view=rng.random() < SPLIT_VIEW_SHARE)
     names = [f"{prefix}-n{i}" for i in range(rng.randint(2, 5))]
-    scenario.nodes = [_node(rng, name) for name in names]
+    if scenario.split_view:
+        # One small empty node beside larger, partly used ones (issue 31's shape).
+        scenario.nodes = [_node(rng, names[0], (1, 2), (4, 8))]
+        scenario.nodes += [_node(rng, name, (4, 8), (8, 16)) for name in names[1:]]
+    else:
+        scenario.nodes = [_node(rng, name) for name in names]
     free: dict[str, _Size] = {}
     for node in scenario.nodes:
         name = node["metadata"]["name"]
         room = _capacity(node)
-        fill = rng.choice([0.0, 0.3, 0.6, 0.8, 0.9, 0.95])
+        if not scenario.split_view:
+            fill = rng.choice(FILLS)
+        else:
+            fill = rng.choice(SPLIT_VIEW_FILLS) if name != names[0] else 0.0
         used = _Size(int(room.cpu * fill), int(room.memory * fill), room.hugepages // 2)
         count = rng.randint(1, 3) if fill else 0
         cpu_shares = _split(rng, used.cpu // 50 * 50, count, 50) if count else []
@@ -317,6 +368,13 @@ def generate(seed: int, prefix: str) -> ResourceScenario:
             if status:  # an empty write changes nothing, so no watch would report it
                 scenario.statuses[pod_name] = status
         free[name] = _Size(room.cpu - used.cpu, room.memory - used.memory, room.hugepages)
+    if scenario.split_view:
+        # Most of the least free room: it fits on every node, and fills the small one.
+        cpu = min(f.cpu for f in free.values()) * rng.uniform(0.7, 1.0)
+        memory = min(f.memory for f in free.values()) * rng.uniform(0.7, 1.0)
+        size = _Size(max(50, int(cpu) // 50 * 50), max(32, int(memory) // 32 * 32))
+        scenario.incoming = _pod("incoming", _split_view_spec(rng, size))
+        return scenario
     target = free[rng.choice(names)]
     roll = rng.random()
     if roll < 0.2:

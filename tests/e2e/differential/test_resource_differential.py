@@ -5,7 +5,8 @@ writes the bound pods' resize status through pods/status, and gives the
 incoming pod to kube-scheduler (percentageOfNodesToScore 100, -v=10) and then,
 after deleting it, to Podium. They must agree on schedulability, on the
 FailedScheduling message byte for byte, and on the node wherever
-kube-scheduler's own final scores make the best node unique.
+kube-scheduler's own final scores make the best node unique. The summary also
+counts the ``split_view`` scenarios (issue 31's shape) decided that way by scores.
 
 kube-scheduler's log shows when its informers delivered each node, bound pod
 and status write, so its decision waits for exactly that; Podium decides a
@@ -158,6 +159,7 @@ async def _run(
         "podium": mine,
         "unique": best,
         "kube_scores": cycle.scores if cycle else {},
+        "split_view": scenario.split_view,
     }
     if mine.get("overbooked") or kube.get("overbooked"):
         result["disagree"] = "overbooking"
@@ -196,10 +198,16 @@ async def test_resource_accounting_agrees_with_kube_scheduler(
     kinds = collections.Counter(str(r["disagree"]).split(":")[0] for r in bad)
     unschedulable = sum(1 for r in results if "kube" in r and not r["kube"]["node"])
     compared = sum(1 for r in results if "kube" in r and r["unique"])
+    # Issue 31's shape decided by scores: NodeResourcesFit's container view against
+    # BalancedAllocation's pod level.
+    split = sum(
+        1 for r in results if r.get("split_view") and r["unique"] and len(r["kube_scores"]) > 1
+    )
     summary = (
         f"[resources] {len(results) - len(bad)}/{len(results)} scenarios agree; "
         f"{unschedulable} unschedulable with messages compared, "
-        f"{compared} with a unique best node by kube-scheduler's scores compared; "
+        f"{compared} with a unique best node by kube-scheduler's scores compared "
+        f"({split} of them scored with pod-level requests over the containers'); "
         f"disagreements by kind: {dict(sorted(kinds.items()))} (report: {report})"
     )
     print(summary)
