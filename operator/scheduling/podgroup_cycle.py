@@ -16,14 +16,15 @@ All assumptions happen in one synchronous step, before any bind starts, so no ot
 pod's cycle can interleave with a half-placed group, and no member ever waits at Permit
 for the rest: kube-scheduler's 5-minute Permit timeout has nothing to time out.
 Group preemption is not done: an unschedulable group reports that no victims were found.
+
+The placement itself is ``podium.framework.podgroup`` (pure, shared with simulate and
+explain); this module is the live half: the queue, the binds and the PodGroup's status.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Coroutine
-from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -37,10 +38,20 @@ from podium.algorithms.volume_binding import (
     volume_binding,
 )
 from podium.framework.cycle import Placement, Scheduler
+from podium.framework.podgroup import (
+    GROUP_ERROR,
+    Board,
+    GroupOutcome,
+    group_unschedulable,
+    place_group,
+    validate_group,
+    waiting_reason,
+)
+from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.queue import GANG, QueuedPod
+from podium.scheduling.queue import GANG
 from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
 from podium.state.snapshot import Snapshot
@@ -62,14 +73,11 @@ __all__ = [
 
 log = structlog.get_logger("podium.scheduling.podgroup")
 
-GROUP_ERROR = "pod group is unschedulable"
-NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 DRY_RUN = "SchedulerPolicy"  # what a dry-run decision waits for, as in schedule_one
 CLAIMS_UNSUPPORTED = "pod group members with ResourceClaims are not supported by Podium yet"
 VOLUMES_UNSUPPORTED = (
     "pod group members with unbound PersistentVolumeClaims are not supported by Podium yet"
 )
-MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
 
 
 class GroupHost(Protocol):
@@ -125,10 +133,6 @@ class GroupHost(Protocol):
         """Bind a placed (and assumed) member in the background, counted in flight."""
 
 
-def _go_quote(text: str) -> str:
-    return json.dumps(text)
-
-
 def group_members(sched: GroupHost, pod: PodInfo) -> tuple[list[QueuedPod], list[PodInfo]]:
     """The group's pods in the queue, and those assumed or bound (Go's scheduled pods)."""
     uids = sched.pod_groups.member_uids(pod.group_key)
@@ -138,227 +142,11 @@ def group_members(sched: GroupHost, pod: PodInfo) -> tuple[list[QueuedPod], list
     return queued, scheduled
 
 
-def waiting_reason(group: PodGroup | None, name: str, members: int) -> str:
-    """GangScheduling's PreEnqueue for a group of ``members`` known pods: '' or why they wait."""
-    if group is None:
-        return f"waiting for pods's pod group {_go_quote(name)} to appear in scheduling queue"
-    if group.gang and members < group.required:
-        return MIN_COUNT_WAIT
-    return ""
-
-
 def pre_enqueue(sched: GroupHost, pod: PodInfo) -> str:
     """GangScheduling's PreEnqueue: '' when the pod may be scheduled, else why it waits."""
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
     queued, scheduled = group_members(sched, pod) if group is not None else ([], [])
     return waiting_reason(group, pod.pod_group, len(queued) + len(scheduled))
-
-
-@dataclass(slots=True)
-class GroupOutcome:
-    """What one pod-group cycle decided: who is placed where, and the group's status."""
-
-    placements: list[tuple[QueuedPod, Placement | None]] = field(default_factory=list)
-    success: bool = False
-    # The status's reason and whether it carries errPodGroupUnschedulable (in front).
-    message: str = ""
-    with_error: bool = False
-
-    def status_message(self) -> str:
-        """Go's Status.Message: the error, then the reason."""
-        return ", ".join(
-            ([GROUP_ERROR] if self.with_error else []) + [self.message] * bool(self.message)
-        )
-
-    def as_error(self) -> str:
-        """Go's Status.AsError().Error(): the error alone when there is one."""
-        return GROUP_ERROR if self.with_error else self.message
-
-
-def _feasibility(required: int, scheduled: int, remaining: int) -> tuple[str, str]:
-    """GangScheduling's PlacementFeasible: ('ok'|'wait'|'unschedulable', message)."""
-    counts = f"{scheduled} scheduled, {remaining} remaining"
-    if remaining + scheduled < required:
-        return "unschedulable", f"minCount ({required}) cannot be satisfied: {counts}"
-    if scheduled < required:
-        return "wait", f"minCount ({required}) is not yet satisfied: {counts}"
-    return "ok", ""
-
-
-def validate_group(group: PodGroup, queued: list[PodInfo], scheduled: list[PodInfo]) -> str:
-    """Go's validatePodGroup: '' or why the group cannot be scheduled at all.
-
-    Every member (queued, then scheduled) needs the first queued member's schedulerName
-    and preemption policy, and the PodGroup's priority.
-    """
-    if not queued:
-        return ""
-    scheduler, policy = queued[0].scheduler_name, queued[0].preemption_policy
-    for pod in [*queued, *scheduled]:
-        if pod.scheduler_name != scheduler:
-            return (
-                "all pods in a single pod group should have the same .spec.schedulerName set, "
-                f"got: {_go_quote(pod.scheduler_name)} and {_go_quote(scheduler)}"
-            )
-        if pod.priority != group.priority:
-            return (
-                "all pods in a single pod group should have the same priority as the pod "
-                f"group's priority, got {pod.priority} and {group.priority}"
-            )
-        if pod.preemption_policy != policy:
-            return (
-                "all pods in a single pod group should have the same preemption policy, "
-                f"got {pod.preemption_policy} and {policy}"
-            )
-    return ""
-
-
-@dataclass(slots=True)
-class Board:
-    """What a pod-group cycle places members on: the live scheduler's, or a tool's copy."""
-
-    algorithm: Scheduler
-    cache: Cache
-    snapshot: Snapshot
-    nominator: Nominator | None = None
-    # A trial's nodes (Go's AssumePlacement): candidates only, the cluster stays visible.
-    placement: frozenset[str] | None = None
-
-    def restricted(self, names: list[str]) -> Board:
-        return replace(self, placement=frozenset(names))
-
-
-def place_group(
-    board: Board,
-    profile: Profile,
-    group: PodGroup,
-    entries: list[QueuedPod],
-    already_scheduled: list[PodInfo],
-) -> GroupOutcome:
-    """Place the group, with TopologyAware placements when the profile asks for them.
-
-    On success the placed members are assumed in the cache for their binds.
-    """
-    if not profile.topology_aware_workloads:
-        return place_members(board, profile, group, entries, len(already_scheduled))
-    placements = generate_placements(board.snapshot, group, already_scheduled)
-    results: list[GroupOutcome] = []
-    for nodes in placements.values():
-        trial = board.restricted(nodes)
-        outcome = place_members(trial, profile, group, entries, len(already_scheduled))
-        _revert(board, outcome)  # each trial starts from the same cluster
-        results.append(outcome)
-    feasible = [r for r in results if r.success]
-    if not feasible:
-        first = results[0] if results else GroupOutcome(placements=[(e, None) for e in entries])
-        return GroupOutcome(
-            placements=first.placements,
-            message=(
-                f"0/{len(placements)} placements are available, "
-                f"first placement status: {first.as_error()}"
-            ),
-            with_error=True,
-        )
-
-    # PodGroupPodsCount: the placement placing the most members; ties at random, as Go.
-    def placed(result: GroupOutcome) -> int:
-        return sum(1 for _, p in result.placements if p is not None and p.node)
-
-    most = max(placed(r) for r in feasible)
-    best = board.algorithm.rng.choice([r for r in feasible if placed(r) == most])
-    for entry, placement in best.placements:
-        if placement is not None and placement.node:
-            board.cache.assume_pod(entry.pod, placement.node)
-    board.snapshot.update(board.cache)
-    return best
-
-
-def _revert(board: Board, outcome: GroupOutcome) -> None:
-    """Forget what a successful trial assumed (a failed one already reverted itself)."""
-    if outcome.success:
-        for entry, placement in outcome.placements:
-            if placement is not None and placement.node:
-                board.cache.forget_pod(entry.pod)
-        board.snapshot.update(board.cache)
-
-
-def generate_placements(
-    snapshot: Snapshot, group: PodGroup, scheduled: list[PodInfo]
-) -> dict[str, list[str]]:
-    """TopologyPlacementGenerator: one placement per domain of the group's topology key
-    (only the domain of members already scheduled), or one of every node without a key."""
-    if not group.topology_key:
-        return {"": list(snapshot.names)}
-    key = group.topology_key
-    required = {
-        snapshot.nodes[snapshot.index[p.node_name]].labels.get(key)
-        for p in scheduled
-        if p.node_name in snapshot.index
-    }
-    out: dict[str, list[str]] = {}
-    for name, node in zip(snapshot.names, snapshot.nodes, strict=True):
-        domain = node.labels.get(key)
-        if domain is not None and (not required or domain in required):
-            out.setdefault(domain, []).append(name)
-    return dict(sorted(out.items()))
-
-
-def place_members(
-    board: Board,
-    profile: Profile,
-    group: PodGroup,
-    entries: list[QueuedPod],
-    already_scheduled: int,
-) -> GroupOutcome:
-    """Place the members on the snapshot, assuming each; revert all unless the group fits.
-
-    On success the placed members stay assumed in ``cache``.
-    """
-    outcome = GroupOutcome()
-    required = group.required
-    scheduled, remaining = already_scheduled, len(entries)
-    verdict, message = _feasibility(required, scheduled, remaining)
-    if verdict == "unschedulable":
-        outcome.message, outcome.with_error = message, True
-        outcome.placements = [(e, None) for e in entries]
-        return outcome
-    assumed: list[PodInfo] = []
-    any_scheduled = False
-    cache, snapshot, nominator = board.cache, board.snapshot, board.nominator
-    snapshot.update(cache)
-    for entry in entries:
-        pod = entry.pod
-        placement = board.algorithm.schedule(
-            profile,
-            snapshot,
-            pod,
-            record=profile.record_decisions and profile.record_top_nodes > 0,
-            nominated=nominator.by_node if nominator is not None else None,
-            nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
-            within=board.placement,
-        )
-        outcome.placements.append((entry, placement))
-        remaining -= 1
-        if placement.node:
-            cache.assume_pod(pod, placement.node)
-            snapshot.update(cache)
-            assumed.append(pod)
-            scheduled += 1
-        verdict, message = _feasibility(required, scheduled, remaining)
-        if verdict == "unschedulable":
-            break
-        any_scheduled = any_scheduled or bool(placement.node)
-    outcome.placements += [(e, None) for e in entries[len(outcome.placements) :]]
-    outcome.success = verdict == "ok" and any_scheduled
-    if verdict == "ok" and not any_scheduled:
-        outcome.message, outcome.with_error = "", True
-    else:
-        outcome.message, outcome.with_error = message, verdict == "wait"
-    if not outcome.success:
-        for pod in reversed(assumed):
-            cache.forget_pod(pod)
-        snapshot.update(cache)
-    return outcome
 
 
 def validate_members(sched: GroupHost, profile: Profile, live: list[QueuedPod]) -> str:
@@ -373,15 +161,6 @@ def validate_members(sched: GroupHost, profile: Profile, live: list[QueuedPod]) 
             if isinstance(claims, PodClaims) and claims.delayed:
                 return VOLUMES_UNSUPPORTED
     return ""
-
-
-def group_unschedulable(outcome: GroupOutcome, preemption: bool) -> str:
-    """The PodGroup condition's message for a failed cycle.
-
-    Go appends each PodGroupPostFilter plugin's reason: DefaultPreemption's (when the
-    profile preempts) and DynamicResources' empty one when it is the only one.
-    """
-    return f"{outcome.status_message()}, {NO_VICTIMS if preemption else ''}"
 
 
 def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None:

@@ -28,18 +28,16 @@ import heapq
 import itertools
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
 
 from podium.framework.plugin import ClusterEvent
+from podium.framework.queued import QueuedPod, Where
 from podium.kube.objects import PodInfo, requirements_changed
 
-__all__ = ["GANG", "QueueSettings", "QueuedPod", "SchedulingQueue"]
+__all__ = ["GANG", "QueueSettings", "SchedulingQueue"]
 
 GANG = "GangScheduling"
 """The rejecting plugin of a pod that waits for its PodGroup (PreEnqueue)."""
-
-Where = Literal["active", "backoff", "unschedulable", "gated", "in_flight"]
 
 
 @dataclass(slots=True)
@@ -48,23 +46,6 @@ class QueueSettings:
     max_backoff: float = 10.0
     unschedulable_flush: float = 300.0
     flush_period: float = 30.0
-
-
-@dataclass(slots=True)
-class QueuedPod:
-    pod: PodInfo
-    attempts: int = 0
-    added: float = field(default_factory=time.monotonic)
-    first_attempt: float = 0.0
-    last_failure: float = 0.0
-    cycle: int = 0
-    rejected_by: frozenset[str] = frozenset()
-    error: bool = False
-    where: Where = "active"
-    # A newer copy of the pod that arrived while this one was in flight.
-    pending_update: PodInfo | None = None
-    # Moved out of the unschedulable set by the periodic flush, not by an event.
-    flushed: bool = False
 
 
 class SchedulingQueue:

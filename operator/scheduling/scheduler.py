@@ -40,6 +40,7 @@ from podium.framework.decision import EVENT, build_record
 from podium.framework.plugin import ClusterEvent, PluginError
 from podium.framework.preemption import evaluate
 from podium.framework.profile import Profile
+from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError, KubeClient, list_pages
 from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, paths
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
@@ -52,7 +53,7 @@ from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate, set_nominated_node
-from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
+from podium.scheduling.queue import QueueSettings, SchedulingQueue
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder

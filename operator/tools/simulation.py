@@ -23,10 +23,7 @@ from podium.algorithms.dynamic_resources.plugin import dynamic_resources, plan_c
 from podium.algorithms.volume_binding import plan_volumes, volume_binding
 from podium.framework.cycle import Scheduler, schedule
 from podium.framework.plugin import PluginError
-from podium.framework.profile import Profile
-from podium.kube.objects import NodeInfo, PodInfo, parse_pod
-from podium.kube.resources import request_sources
-from podium.scheduling.podgroup_cycle import (
+from podium.framework.podgroup import (
     GROUP_ERROR,
     Board,
     group_unschedulable,
@@ -34,7 +31,10 @@ from podium.scheduling.podgroup_cycle import (
     validate_group,
     waiting_reason,
 )
-from podium.scheduling.queue import QueuedPod
+from podium.framework.profile import Profile
+from podium.framework.queued import QueuedPod
+from podium.kube.objects import NodeInfo, PodInfo, parse_pod
+from podium.kube.resources import request_sources
 from podium.state.cache import Cache
 from podium.state.podgroups import PodGroup, parse_pod_group
 from podium.state.snapshot import Snapshot, build_snapshot

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from podium.scheduling.podgroup_cycle import MIN_COUNT_WAIT, NO_VICTIMS
+from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.tools.explain.cluster import ClusterState, explain_state
 from podium.tools.explain.output import format_table
 from tests.unit.builders import node, pod

@@ -9,13 +9,12 @@ from typing import Any, cast
 
 import pytest
 
+from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.podgroup_cycle import (
     CLAIMS_UNSUPPORTED,
-    MIN_COUNT_WAIT,
-    NO_VICTIMS,
     VOLUMES_UNSUPPORTED,
     merged_conditions,
     pre_enqueue,

@@ -12,9 +12,7 @@ import random
 from dataclasses import replace
 
 from podium.framework.cycle import Scheduler
-from podium.framework.profile import Profile
-from podium.kube.objects import PodInfo
-from podium.scheduling.podgroup_cycle import (
+from podium.framework.podgroup import (
     Board,
     GroupOutcome,
     group_unschedulable,
@@ -22,7 +20,9 @@ from podium.scheduling.podgroup_cycle import (
     validate_group,
     waiting_reason,
 )
-from podium.scheduling.queue import QueuedPod
+from podium.framework.profile import Profile
+from podium.framework.queued import QueuedPod
+from podium.kube.objects import PodInfo
 from podium.state.cache import Cache
 from podium.state.podgroups import PodGroup
 from podium.state.snapshot import Snapshot
