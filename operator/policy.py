@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from podium.algorithms import FILTERS, SCORES
+from podium.algorithms import EXTENSIONS, FILTERS, SCORES
 from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "PolicyError", "build_profile", "default_profile"]
@@ -122,6 +122,12 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
     if unknown:
         raise PolicyError(f"unknown score plugin(s): {', '.join(unknown)}")
 
+    extension_items = _names(spec, "extensions") or []
+    extension_names = [str(i["name"]) for i in extension_items]
+    unknown = [n for n in extension_names if n not in EXTENSIONS]
+    if unknown:
+        raise PolicyError(f"unknown extension plugin(s): {', '.join(unknown)}")
+
     instances: dict[tuple[str, str], Any] = {}
     try:
         filters = [FILTERS[n](plugin_args(n)) for n in filter_names]
@@ -133,6 +139,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
             shared = instances.get(("f", name))
             scorer = shared if isinstance(shared, cls) else cls(plugin_args(name))
             scores.append((scorer, weight))
+        extensions = [EXTENSIONS[n](plugin_args(n)) for n in extension_names]
     except PolicyError:
         raise
     except (KeyError, TypeError, ValueError) as exc:
@@ -164,6 +171,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         scheduler_name=scheduler_name,
         filters=filters,
         scores=scores,
+        extensions=extensions,
         percentage_of_nodes_to_score=_int(spec, "percentageOfNodesToScore", 0),
         initial_backoff=float(initial),
         max_backoff=float(maximum),

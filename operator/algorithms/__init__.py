@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from podium.framework.registry import FILTERS, SCORES, load_entry_points
+from podium.framework.registry import EXTENSIONS, FILTERS, SCORES, load_entry_points
 
-__all__ = ["FILTERS", "SCORES", "load_entry_points"]
+__all__ = ["EXTENSIONS", "FILTERS", "SCORES", "load_entry_points"]
 
 _BUILTIN = (
     "node_unschedulable",

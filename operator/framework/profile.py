@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from podium.framework.plugin import ClusterEvent, FilterPlugin, ScorePlugin
+from podium.framework.plugin import ClusterEvent, FilterPlugin, Plugin, ScorePlugin
 
 __all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORES", "Profile"]
 
@@ -53,6 +53,8 @@ class Profile:
     scheduler_name: str = "podium"
     filters: list[FilterPlugin] = field(default_factory=list)
     scores: list[tuple[ScorePlugin, int]] = field(default_factory=list)
+    # spec.extensions: plugins at Reserve, Permit, PreBind and PostBind (framework/extension).
+    extensions: list[Plugin] = field(default_factory=list)
     percentage_of_nodes_to_score: int = 0
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
@@ -81,4 +83,5 @@ class Profile:
         return {p.name: p.events for p in self.filters}
 
     def plugin_names(self) -> list[str]:
-        return [p.name for p in self.filters] + [p.name for p, _ in self.scores]
+        names = [p.name for p in self.filters] + [p.name for p, _ in self.scores]
+        return names + [p.name for p in self.extensions]

@@ -3,7 +3,8 @@
 Built-in plugins (``podium.algorithms``) register themselves on import;
 third-party plugins are loaded from the ``podium.plugins`` entry-point group,
 each entry pointing at a FilterPlugin or ScorePlugin subclass (a class that is
-both registers in both tables).
+both registers in both tables), or at a plugin of the points after Score
+(``framework/extension``), which registers in EXTENSIONS.
 """
 
 from __future__ import annotations
@@ -13,12 +14,15 @@ from typing import TypeVar
 
 import structlog
 
+from podium.framework.extension import PermitPlugin, PostBindPlugin, PreBindPlugin, ReservePlugin
 from podium.framework.plugin import FilterPlugin, Plugin, ScorePlugin
 
-__all__ = ["FILTERS", "SCORES", "load_entry_points", "register"]
+__all__ = ["EXTENSIONS", "FILTERS", "SCORES", "load_entry_points", "register"]
 
 FILTERS: dict[str, type[FilterPlugin]] = {}
 SCORES: dict[str, type[ScorePlugin]] = {}
+EXTENSIONS: dict[str, type[Plugin]] = {}
+_POINTS = (ReservePlugin, PermitPlugin, PreBindPlugin, PostBindPlugin)
 
 P = TypeVar("P", bound=type[Plugin])
 
@@ -27,11 +31,13 @@ log = structlog.get_logger("podium.framework.registry")
 
 
 def register(cls: P) -> P:
-    """Class decorator: add a plugin to the filter and/or score table under its name."""
+    """Class decorator: add a plugin to the filter, score and extension tables it fits."""
     if issubclass(cls, FilterPlugin):
         FILTERS[cls.name] = cls
     if issubclass(cls, ScorePlugin):
         SCORES[cls.name] = cls
+    if issubclass(cls, _POINTS):
+        EXTENSIONS[cls.name] = cls
     return cls
 
 
@@ -44,7 +50,7 @@ def load_entry_points() -> list[str]:
         except Exception as exc:  # a plugin's import error must not stop the scheduler
             log.error("plugin_load_failed", plugin=entry.name, error=str(exc))
             continue
-        if not (isinstance(cls, type) and issubclass(cls, (FilterPlugin, ScorePlugin))):
+        if not (isinstance(cls, type) and issubclass(cls, (FilterPlugin, ScorePlugin, *_POINTS))):
             log.error("plugin_not_a_plugin", plugin=entry.name, value=repr(cls))
             continue
         register(cls)

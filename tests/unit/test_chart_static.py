@@ -356,6 +356,8 @@ def test_crd_cel_rules_compile() -> None:
     paths = sorted({path for path, _, _ in rules})
     assert paths == [
         ".spec",
+        ".spec.extensions",
+        ".spec.extensions[].name",
         ".spec.filters",
         ".spec.filters[].name",
         ".spec.pluginArgs.defaultPreemption",
