@@ -9,6 +9,9 @@ The entrypoint is a Python script, so nothing needs a shell at run time.
 Two layers: the base root filesystem, cached by debootstrap's version, the suite
 and the package list; and Podium's, cached by the wheels' content. A warm run
 rebuilds only Podium's wheel.
+
+Beside the image tar goes its SBOM (`<image>.cdx.json`, CycloneDX JSON): every
+Python distribution in the image's site-packages, as cyclonedx-py reads them.
 """
 
 from __future__ import annotations
@@ -51,11 +54,12 @@ class RootfsUnavailable(BuildError):
 
 @dataclass(frozen=True)
 class BuiltImage:
-    """An OCI image-layout tar and the name it is imported under."""
+    """An OCI image-layout tar, the name it is imported under, and its SBOM."""
 
     tar: Path
     name: str
     version: str
+    sbom: Path
 
 
 def project_version() -> str:
@@ -169,8 +173,31 @@ def _wheels(dest: Path) -> None:
         )
 
 
-def _podium_layer(rootfs: Path, wheels: Path, dest: Path) -> None:
-    """Podium's layer: its site-packages, the entry script and the 65532 user."""
+def write_sbom(site: Path, dest: Path) -> None:
+    """Write a CycloneDX JSON SBOM of the distributions installed in ``site``.
+
+    cyclonedx-py reads the path of the interpreter it is given; with ``-S`` and
+    PYTHONPATH that path is the standard library and ``site`` alone, so the SBOM
+    lists what is in ``site`` and nothing from the environment that builds it.
+    The root component is Podium, from pyproject.toml.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env["PYTHONPATH"] = str(site)
+    _run(
+        [
+            sys.executable, "-m", "cyclonedx_py", "environment", "-S",
+            "--pyproject", str(REPO_ROOT / "pyproject.toml"), "--mc-type", "application",
+            "--output-reproducible", "--output-format", "JSON", "--output-file", str(dest),
+            sys.executable,
+        ],
+        "cyclonedx-py environment",
+        env=env,
+    )  # fmt: skip
+
+
+def _podium_layer(rootfs: Path, wheels: Path, dest: Path, sbom: Path) -> None:
+    """Podium's layer: its site-packages, the entry script and the 65532 user; and
+    the SBOM of that site-packages."""
     python = _python_version(rootfs)
     here = f"{sys.version_info.major}.{sys.version_info.minor}"
     if python != here:
@@ -188,6 +215,7 @@ def _podium_layer(rootfs: Path, wheels: Path, dest: Path) -> None:
             "pip install podium into the image",
         )  # fmt: skip
         shutil.rmtree(site / "bin", ignore_errors=True)
+        write_sbom(site, sbom)
         script = top / "usr/local/bin/podium"
         script.parent.mkdir(parents=True)
         script.write_text(_ENTRY_SCRIPT)
@@ -224,13 +252,16 @@ def build_podium_image(tools: NodeTools) -> BuiltImage:
         for wheel in sorted(wheels.iterdir()):
             digest.update(wheel.name.encode())
             digest.update(hashlib.sha256(wheel.read_bytes()).digest())
-        out = cache_root() / f"podium-image-{version}-{digest.hexdigest()[:10]}.oci.tar"
-        if out.is_file():
-            return BuiltImage(out, config.name, version)
-        for stale in cache_root().glob("podium-image-*.oci.tar"):
-            stale.unlink(missing_ok=True)
+        stem = f"podium-image-{version}-{digest.hexdigest()[:10]}"
+        out = cache_root() / f"{stem}.oci.tar"
+        sbom = cache_root() / f"{stem}.cdx.json"
+        if out.is_file() and sbom.is_file():
+            return BuiltImage(out, config.name, version, sbom)
+        for pattern in ("podium-image-*.oci.tar", "podium-image-*.cdx.json"):
+            for stale in cache_root().glob(pattern):
+                stale.unlink(missing_ok=True)
         layer = Path(tmp) / "podium.tar"
-        _podium_layer(rootfs, wheels, layer)
+        _podium_layer(rootfs, wheels, layer, sbom)
         write_image_layout(
             out,
             ImageLayout(
@@ -244,4 +275,4 @@ def build_podium_image(tools: NodeTools) -> BuiltImage:
                 labels=config.labels,
             ),
         )
-    return BuiltImage(out, config.name, version)
+    return BuiltImage(out, config.name, version, sbom)

@@ -28,6 +28,8 @@ import pytest_asyncio
 import yaml
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client.exceptions import ApiException
+from kubernetes_asyncio.dynamic import DynamicClient
+from kubernetes_asyncio.dynamic.exceptions import ResourceNotFoundError
 
 from podium.devcluster import Binaries, ControlPlane
 from podium.devcluster.objects import create_pod, wait_for
@@ -192,6 +194,72 @@ async def test_helm_rejects_bad_values(helm: Helm, sets: list[str], expected: st
     code, out = await helm(*args)
     assert code != 0
     assert expected in out, out
+
+
+# --------------------------------------------------------------------------------------
+# Every rendered manifest, dry-run against the real API server
+# --------------------------------------------------------------------------------------
+
+# APIs a cluster may lack; the chart renders them only when asked (ci/custom-policy
+# enables the ServiceMonitor). The control plane here serves none of them.
+OPTIONAL_APIS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+
+
+async def _crd_established(api_client: Any) -> None:
+    """The chart's CRD, created for real as `helm install` would (kept, as helm keeps
+    CRDs), so that the API server can validate SchedulerPolicies in a dry run."""
+    ext = client.ApiextensionsV1Api(api_client)
+    (crd,) = _docs((CHART / "crds" / f"{PLURAL}.{GROUP}.yaml").read_text())
+    try:
+        await ext.create_custom_resource_definition(cast(Any, crd))
+    except ApiException as exc:
+        if exc.status != 409:
+            raise
+
+    async def established() -> bool:
+        got = await ext.read_custom_resource_definition(crd["metadata"]["name"])
+        return any(
+            c.type == "Established" and c.status == "True" for c in got.status.conditions or []
+        )
+
+    await wait_for(established, timeout=30, message="the CRD to be established")
+
+
+@pytest.mark.parametrize("values", CI_VALUES, ids=lambda p: p.name)
+async def test_every_rendered_manifest_passes_a_server_dry_run(
+    helm: Helm, api_client: Any, namespace: str, values: Path
+) -> None:
+    """Each manifest `helm template -f ci/<values>` renders, CRD included, is applied
+    server-side with dryRun=All: the API server defaults, validates (schema, CEL) and
+    admits it, and persists nothing."""
+    code, out = await helm(
+        "template", f"dry-{namespace[-5:]}", str(CHART), "-n", namespace, "-f", str(values),
+        "--include-crds",
+    )  # fmt: skip
+    assert code == 0, out
+    await _crd_established(api_client)
+    dynamic = await DynamicClient(api_client)
+    applied: list[str] = []
+    unserved: set[tuple[str, str]] = set()
+    for doc in _docs(out):
+        try:
+            resource = await dynamic.resources.get(api_version=doc["apiVersion"], kind=doc["kind"])
+        except ResourceNotFoundError:
+            unserved.add((doc["apiVersion"], doc["kind"]))
+            continue
+        answer = await dynamic.server_side_apply(
+            resource,
+            body=doc,
+            namespace=namespace if resource.namespaced else None,
+            field_manager="podium-chart-test",
+            dry_run="All",
+        )
+        assert (answer.kind, answer.metadata.name) == (doc["kind"], doc["metadata"]["name"])
+        applied.append(doc["kind"])
+    assert unserved <= OPTIONAL_APIS
+    assert {"CustomResourceDefinition", "Deployment", "ClusterRole"} <= set(applied)
+    deployments = await client.AppsV1Api(api_client).list_namespaced_deployment(namespace)
+    assert deployments.items == []  # dry runs: nothing was persisted
 
 
 # --------------------------------------------------------------------------------------
