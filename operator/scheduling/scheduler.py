@@ -35,6 +35,16 @@ from podium.algorithms.dynamic_resources.plugin import (
 )
 from podium.algorithms.dynamic_resources.plugin import NAME as DRA
 from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
+from podium.framework.binding import (
+    BindingHandle,
+    Failure,
+    run_permit,
+    run_post_bind,
+    run_pre_bind,
+    run_reserve,
+    run_unreserve,
+    wait_on_permit,
+)
 from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
 from podium.framework.plugin import ClusterEvent, PluginError
@@ -155,6 +165,8 @@ class PodiumScheduler:
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
+        # Plugins' view of the scheduler at the points after Score (framework/extension).
+        self.handle = BindingHandle(binder.client, self.spawn)
         self.resync = Resyncer(binder.client, self.cached_versions, self._forget)
         self.first_listing = FirstListing()
 
@@ -677,7 +689,38 @@ class PodiumScheduler:
         if pod_claims(pod) and volume_binding(profile) is not None:
             plan = plan_volumes(self.volumes, pod, self.snapshot.nodes[self.snapshot.index[node]])
             self.volume_binder.assume(plan)
+        # The profile's extensions: Reserve after the built-in reservations, then Permit.
+        failure = run_reserve(profile, self.handle, pod, node) or run_permit(
+            profile, self.handle, pod, node
+        )
+        if failure is not None:
+            run_unreserve(profile, self.handle, pod, node)
+            self.volume_binder.revert(plan)
+            if not claims.empty:
+                self.spawn(self.claim_binder.unreserve(pod, claims))
+            self.cache.forget_pod(pod)
+            self._extension_failed(entry, profile, failure, started, record)
+            return
         self.start_bind(entry, node, profile, started, record, plan, claims)
+
+    def _extension_failed(
+        self,
+        entry: QueuedPod,
+        profile: Profile,
+        failure: Failure,
+        started: float,
+        record: dict[str, Any] | None,
+    ) -> None:
+        """A rejection is Unschedulable, anything else an error (Go's handleSchedulingFailure)."""
+        self.fail(
+            entry,
+            "Unschedulable" if failure.rejected else "SchedulerError",
+            failure.message,
+            error=not failure.rejected,
+            profile=profile,
+            elapsed=time.perf_counter() - started,
+            record=record,
+        )
 
     def start_bind(
         self,
@@ -725,6 +768,16 @@ class PodiumScheduler:
         claims: ClaimPlan,
     ) -> None:
         pod = entry.pod
+        failure = await wait_on_permit(self.handle, pod)
+        if failure is not None:
+            self.binds_in_flight -= 1
+            run_unreserve(profile, self.handle, pod, node)
+            self.volume_binder.revert(plan)
+            if not claims.empty:
+                await self.claim_binder.unreserve(pod, claims)
+            self.cache.forget_pod(pod)
+            self._extension_failed(entry, profile, failure, started, record)
+            return
         why = ""
         if not plan.empty:
             why = await self._bind_volumes(pod, node, profile, plan)
@@ -732,7 +785,18 @@ class PodiumScheduler:
                 await self.claim_binder.unreserve(pod, claims)
         if not why and not claims.empty:
             why = await self._bind_claims(pod, node, claims)
+        if not why:
+            extension = await run_pre_bind(profile, self.handle, pod, node)
+            if extension is not None:
+                self.binds_in_flight -= 1
+                run_unreserve(profile, self.handle, pod, node)
+                if not claims.empty:
+                    await self.claim_binder.unreserve(pod, claims)
+                self.cache.forget_pod(pod)
+                self._extension_failed(entry, profile, extension, started, record)
+                return
         if why:
+            run_unreserve(profile, self.handle, pod, node)
             self.binds_in_flight -= 1
             self.cache.forget_pod(pod)
             self.fail(
@@ -759,6 +823,7 @@ class PodiumScheduler:
             log.info(EVENT, **record)
         if outcome is BindOutcome.BOUND:
             self.queue.done(pod.uid)
+            self.spawn(run_post_bind(profile, self.handle, pod, node))
             total = time.perf_counter() - started
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
@@ -787,6 +852,7 @@ class PodiumScheduler:
                 )
             return
         self.cache.forget_pod(pod)
+        run_unreserve(profile, self.handle, pod, node)
         if not claims.empty:
             await self.claim_binder.unreserve(pod, claims)
         if outcome is BindOutcome.GONE:
