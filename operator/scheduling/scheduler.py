@@ -50,7 +50,7 @@ from podium.scheduling.claim_binder import ClaimBinder
 from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
-from podium.scheduling.preemptor import actuate, set_nominated_node
+from podium.scheduling.preemptor import actuate
 from podium.scheduling.queue import QueuedPod, QueueSettings, SchedulingQueue
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
@@ -574,7 +574,6 @@ class PodiumScheduler:
                     lower = self.nominator.lower_priority_on(node, pod.priority)
                     for other in lower:
                         self.nominator.remove(other.uid)
-                    self.nominator.add(pod, node)
                     self._spawn(
                         actuate(
                             self.binder.client,
@@ -586,9 +585,6 @@ class PodiumScheduler:
                             lower,
                         )
                     )
-                    nominating = None  # actuate writes the nomination first
-            if nominating is not None and not profile.dry_run:
-                self._nominate(pod, nominating)
             reasons = sorted(diagnosis.reasons)
             self._fail(
                 entry,
@@ -599,6 +595,7 @@ class PodiumScheduler:
                 elapsed=elapsed,
                 reasons=reasons,
                 placement=placement,
+                nominating=nominating,
             )
             return
         node = placement.node
@@ -653,16 +650,6 @@ class PodiumScheduler:
             return ""
         self._spawn(self.claim_binder.deallocate(claim))
         return DEALLOCATED
-
-    def _nominate(self, pod: PodInfo, node: str) -> None:
-        """Record a nomination (or its clearing) in memory and on the pod's status."""
-        known = self.nominator.node_of(pod.uid)
-        if node:
-            self.nominator.add(pod, node)
-        else:
-            self.nominator.remove(pod.uid)
-        if (pod.nominated_node or known) != node:
-            self._spawn(set_nominated_node(self.binder.client, pod, node))
 
     async def _bind(
         self,
@@ -791,9 +778,17 @@ class PodiumScheduler:
         reasons: list[str] | None = None,
         placement: Placement | None = None,
         record: dict[str, Any] | None = None,
+        nominating: str | None = None,
     ) -> None:
+        """handleSchedulingFailure: requeue, log, and report the condition with the
+        nomination (``nominating``: None keeps it, "" clears it, a name sets it)."""
         pod = entry.pod
         self.queue.requeue(entry, rejected_by=rejected_by, error=error)
+        nominator = None
+        if nominating is not None and not (profile and profile.dry_run):
+            # AddNominatedPod: memory first, so the next cycle sees it before the write lands.
+            self.nominator.add(pod, nominating)
+            nominator = self.nominator
         result = "error" if error else "unschedulable"
         name = profile.scheduler_name if profile else pod.scheduler_name
         if record is None:
@@ -813,12 +808,17 @@ class PodiumScheduler:
             )
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
-        self._spawn(self._report_failure(pod, reason, message, name))
+        self._spawn(self._report_failure(pod, reason, message, name, nominator))
 
     async def _report_failure(
-        self, pod: PodInfo, reason: str, message: str, controller: str
+        self,
+        pod: PodInfo,
+        reason: str,
+        message: str,
+        controller: str,
+        nominator: Nominator | None = None,
     ) -> None:
-        await self.binder.set_condition(pod, reason, message)
+        await self.binder.set_condition(pod, reason, message, nominator)
         await self.binder.event(pod, "FailedScheduling", message, controller, kind="Warning")
 
     # -- introspection --------------------------------------------------------------------
