@@ -525,6 +525,7 @@ class PodiumScheduler:
                 "no nodes available to schedule pods",
                 rejected_by=frozenset({"NodeName"}),
                 profile=profile,
+                nominating="",  # Go's clearNominatedNode
             )
             return
         nominated_node = self.nominator.node_of(pod.uid)
@@ -538,7 +539,9 @@ class PodiumScheduler:
                 nominated_node=nominated_node,
             )
         except PluginError as exc:  # kube's Error status: abort, retry with backoff
-            self._fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+            self._fail(
+                entry, "SchedulerError", str(exc), error=True, profile=profile, nominating=""
+            )
             return
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
@@ -628,7 +631,9 @@ class PodiumScheduler:
             try:
                 claims = plan_claims(dra, self.dra, pod, self.snapshot.nodes[row], row)
             except PluginError as exc:
-                self._fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+                self._fail(
+                    entry, "SchedulerError", str(exc), error=True, profile=profile, nominating=""
+                )
                 return
             self.claim_binder.assume(pod, claims)
         self.cache.assume_pod(pod, node)
@@ -680,6 +685,7 @@ class PodiumScheduler:
                 profile=profile,
                 elapsed=time.perf_counter() - started,
                 record=record,
+                nominating="",
             )
             return
         try:
@@ -741,6 +747,7 @@ class PodiumScheduler:
                 profile=profile,
                 elapsed=time.perf_counter() - started,
                 record=record,
+                nominating="",
             )
 
     async def _bind_volumes(
