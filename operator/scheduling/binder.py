@@ -23,15 +23,18 @@ import structlog
 
 from podium.kube.client import ApiError, KubeClient
 from podium.kube.credentials import CredentialError
-from podium.kube.objects import PodInfo
+from podium.kube.objects import PodInfo, parse_pod
+from podium.scheduling.nominator import Nominator
 
-__all__ = ["BindOutcome", "Binder", "EventRecorder"]
+__all__ = ["BindOutcome", "Binder", "EventRecorder", "status_patch"]
 
 log = structlog.get_logger("podium.scheduling.binder")
 
 NOTE_LIMIT = 1024
 # Answers that prove a Binding was refused before it was applied.
 _NOT_APPLIED = frozenset({401, 403, 429})
+# Status reports written again after a 409, each against a fresh read of the pod.
+_CONFLICT_RETRIES = 3
 
 
 class BindOutcome(enum.Enum):
@@ -71,6 +74,9 @@ class Binder:
         self.resolve_backoff = resolve_backoff
         self.resolve_max_backoff = resolve_max_backoff
         self.events = EventRecorder(client, instance, backoff=resolve_backoff)
+        # The newest status report begun for each pod (by UID), so a retried one yields.
+        self._latest: dict[str, int] = {}
+        self._reports = 0
 
     async def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
         """POST pods/binding; returns the outcome and, for RETRY, why."""
@@ -152,41 +158,87 @@ class Binder:
         return BindOutcome.RETRY
 
     # -- reporting ------------------------------------------------------------------
-    async def set_condition(self, pod: PodInfo, reason: str, message: str) -> None:
-        """PodScheduled=False with kube-scheduler's reason; skipped when nothing changed."""
-        current = pod.conditions.get("PodScheduled") or {}
-        if (
-            current.get("status") == "False"
-            and current.get("reason") == reason
-            and current.get("message") == message
-        ):
-            return
-        # The resourceVersion makes the write conditional: a copy retried through an
-        # outage must not land after a later attempt bound the pod (409 instead).
-        meta = {"uid": pod.uid, "resourceVersion": pod.resource_version}
-        patch = {
-            "metadata": {k: v for k, v in meta.items() if v},
-            "status": {
-                "conditions": [
-                    {
-                        "type": "PodScheduled",
-                        "status": "False",
-                        "reason": reason,
-                        "message": message,
-                        "lastProbeTime": None,
-                        "lastTransitionTime": _now(),
-                    }
-                ]
-            },
-        }
-        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
-        await _write(self.client.patch, path, patch, self.resolve_backoff)
+    async def set_condition(
+        self, pod: PodInfo, reason: str, message: str, nominator: Nominator | None = None
+    ) -> None:
+        """handleSchedulingFailure's updatePod: PodScheduled=False with kube-scheduler's
+        reason and, given the ``nominator``, the pod's nominatedNodeName as it holds it,
+        in one status write (Go's PatchPodStatus).
+
+        The resourceVersion makes the write conditional: a copy retried through an
+        outage must not land after a later attempt bound the pod. A 409 re-reads the
+        pod and writes again against that version while the pod is unbound, has the
+        same UID, and no later report for it has begun (Go retries conflicts too).
+        """
+        uid = pod.uid
+        self._reports += 1
+        mine = self._latest[uid] = self._reports
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
+        try:
+            for attempt in range(1, _CONFLICT_RETRIES + 1):
+                nominated = nominator.node_of(uid) if nominator is not None else None
+                patch = status_patch(pod, reason, message, nominated)
+                if patch is None:
+                    return
+                status = await _write(
+                    self.client.patch, path + "/status", patch, self.resolve_backoff
+                )
+                if status != 409 or attempt == _CONFLICT_RETRIES:
+                    return
+                try:
+                    fresh = parse_pod(await self.client.get(path))
+                except (
+                    ApiError,
+                    CredentialError,
+                    TimeoutError,
+                    OSError,
+                ) as exc:
+                    log.info("report_dropped", path=path, error=str(exc))
+                    return
+                if fresh.uid != uid or fresh.bound or self._latest.get(uid) != mine:
+                    return
+                pod = fresh
+        finally:
+            if self._latest.get(uid) == mine:
+                del self._latest[uid]
 
     async def event(
         self, pod: PodInfo, reason: str, note: str, controller: str, kind: str = "Normal"
     ) -> None:
         """An Event about the pod; repeats of it join one Event series."""
         await self.events.record(pod, reason, note, controller, kind)
+
+
+def status_patch(
+    pod: PodInfo, reason: str, message: str, nominated: str | None = None
+) -> dict[str, Any] | None:
+    """updatePod's patch: the PodScheduled=False condition and, where ``nominated`` is
+    given and differs from the pod's, its nominatedNodeName ("" clears it), conditional
+    on the pod's resourceVersion; None when neither changes (Go's
+    podConditionNeedsUpdate and nnnNeedsUpdate)."""
+    status: dict[str, Any] = {}
+    current = pod.conditions.get("PodScheduled") or {}
+    if (
+        current.get("status") != "False"
+        or current.get("reason") != reason
+        or current.get("message") != message
+    ):
+        status["conditions"] = [
+            {
+                "type": "PodScheduled",
+                "status": "False",
+                "reason": reason,
+                "message": message,
+                "lastProbeTime": None,
+                "lastTransitionTime": _now(),
+            }
+        ]
+    if nominated is not None and nominated != pod.nominated_node:
+        status["nominatedNodeName"] = nominated or None
+    if not status:
+        return None
+    meta = {"uid": pod.uid, "resourceVersion": pod.resource_version}
+    return {"metadata": {k: v for k, v in meta.items() if v}, "status": status}
 
 
 async def _write(call: Any, path: str, body: Any, backoff: float, attempts: int = 3) -> int | None:

@@ -1,7 +1,9 @@
-"""Carrying out a preemption: nominate the node, then mark and delete (or evict) the victims.
+"""Carrying out a preemption: mark and delete (or evict) the victims.
 
 The decision itself is ``podium.framework.preemption`` (pure); this module makes the
-API calls, each with a "Preempted" Event, as kube-scheduler's Evaluator does.
+API calls, each with a "Preempted" Event, as kube-scheduler's Evaluator does. The
+preemptor's own nomination is not written here: it goes with its PodScheduled
+condition in one status write (``Binder.set_condition``), as handleSchedulingFailure does.
 """
 
 from __future__ import annotations
@@ -157,9 +159,8 @@ async def actuate(
     pdbs: Iterable[Pdb] = (),
     lower_nominated: Iterable[PodInfo] = (),
 ) -> None:
-    """prepareCandidate: nominate, preempt every victim, clear lower-priority nominations."""
+    """prepareCandidate: preempt every victim, clear lower-priority nominations."""
     budgets = list(pdbs)
-    await set_nominated_node(client, preemptor, candidate.node)
     for victim in candidate.victims:
         if victim.deleting:
             continue  # graceful deletion has started already

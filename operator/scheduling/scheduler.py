@@ -62,7 +62,7 @@ from podium.scheduling.claim_binder import ClaimBinder
 from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
-from podium.scheduling.preemptor import actuate, set_nominated_node
+from podium.scheduling.preemptor import actuate
 from podium.scheduling.queue import QueueSettings, SchedulingQueue
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
@@ -574,6 +574,7 @@ class PodiumScheduler:
                 "no nodes available to schedule pods",
                 rejected_by=frozenset({"NodeName"}),
                 profile=profile,
+                nominating="",  # Go's clearNominatedNode
             )
             return
         nominated_node = self.nominator.node_of(pod.uid)
@@ -587,7 +588,7 @@ class PodiumScheduler:
                 nominated_node=nominated_node,
             )
         except PluginError as exc:  # kube's Error status: abort, retry with backoff
-            self.fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+            self.fail(entry, "SchedulerError", str(exc), error=True, profile=profile, nominating="")
             return
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
@@ -623,7 +624,6 @@ class PodiumScheduler:
                     lower = self.nominator.lower_priority_on(node, pod.priority)
                     for other in lower:
                         self.nominator.remove(other.uid)
-                    self.nominator.add(pod, node)
                     self.spawn(
                         actuate(
                             self.binder.client,
@@ -635,9 +635,6 @@ class PodiumScheduler:
                             lower,
                         )
                     )
-                    nominating = None  # actuate writes the nomination first
-            if nominating is not None and not profile.dry_run:
-                self._nominate(pod, nominating)
             reasons = sorted(diagnosis.reasons)
             self.fail(
                 entry,
@@ -648,6 +645,7 @@ class PodiumScheduler:
                 elapsed=elapsed,
                 reasons=reasons,
                 placement=placement,
+                nominating=nominating,
             )
             return
         node = placement.node
@@ -680,7 +678,9 @@ class PodiumScheduler:
             try:
                 claims = plan_claims(dra, self.dra, pod, self.snapshot.nodes[row], row)
             except PluginError as exc:
-                self.fail(entry, "SchedulerError", str(exc), error=True, profile=profile)
+                self.fail(
+                    entry, "SchedulerError", str(exc), error=True, profile=profile, nominating=""
+                )
                 return
             self.claim_binder.assume(pod, claims)
         self.cache.assume_pod(pod, node)
@@ -747,16 +747,6 @@ class PodiumScheduler:
         self.spawn(self.claim_binder.deallocate(claim))
         return DEALLOCATED
 
-    def _nominate(self, pod: PodInfo, node: str) -> None:
-        """Record a nomination (or its clearing) in memory and on the pod's status."""
-        known = self.nominator.node_of(pod.uid)
-        if node:
-            self.nominator.add(pod, node)
-        else:
-            self.nominator.remove(pod.uid)
-        if (pod.nominated_node or known) != node:
-            self.spawn(set_nominated_node(self.binder.client, pod, node))
-
     async def _bind(
         self,
         entry: QueuedPod,
@@ -807,6 +797,7 @@ class PodiumScheduler:
                 profile=profile,
                 elapsed=time.perf_counter() - started,
                 record=record,
+                nominating="",
             )
             return
         try:
@@ -870,6 +861,7 @@ class PodiumScheduler:
                 profile=profile,
                 elapsed=time.perf_counter() - started,
                 record=record,
+                nominating="",
             )
 
     async def _bind_volumes(
@@ -907,9 +899,17 @@ class PodiumScheduler:
         reasons: list[str] | None = None,
         placement: Placement | None = None,
         record: dict[str, Any] | None = None,
+        nominating: str | None = None,
     ) -> None:
+        """handleSchedulingFailure: requeue, log, and report the condition with the
+        nomination (``nominating``: None keeps it, "" clears it, a name sets it)."""
         pod = entry.pod
         self.queue.requeue(entry, rejected_by=rejected_by, error=error)
+        nominator = None
+        if nominating is not None and not (profile and profile.dry_run):
+            # AddNominatedPod: memory first, so the next cycle sees it before the write lands.
+            self.nominator.add(pod, nominating)
+            nominator = self.nominator
         result = "error" if error else "unschedulable"
         name = profile.scheduler_name if profile else pod.scheduler_name
         if record is None:
@@ -929,12 +929,17 @@ class PodiumScheduler:
             )
         self.metrics.attempts.labels(result, name).inc()
         self.metrics.attempt_duration.labels(result, name).observe(elapsed)
-        self.spawn(self._report_failure(pod, reason, message, name))
+        self.spawn(self._report_failure(pod, reason, message, name, nominator))
 
     async def _report_failure(
-        self, pod: PodInfo, reason: str, message: str, controller: str
+        self,
+        pod: PodInfo,
+        reason: str,
+        message: str,
+        controller: str,
+        nominator: Nominator | None = None,
     ) -> None:
-        await self.binder.set_condition(pod, reason, message)
+        await self.binder.set_condition(pod, reason, message, nominator)
         await self.binder.event(pod, "FailedScheduling", message, controller, kind="Warning")
 
     # -- introspection --------------------------------------------------------------------

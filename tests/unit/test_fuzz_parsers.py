@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
+from podium.scheduling.nominator import Nominator
 from podium.scheduling.scheduler import PodiumScheduler
 
 FUZZ = settings(
@@ -367,7 +368,9 @@ class DummyBinder:
         self.calls["bind"] += 1
         return BindOutcome.BOUND, ""
 
-    async def set_condition(self, pod: PodInfo, reason: str, message: str) -> None:
+    async def set_condition(
+        self, pod: PodInfo, reason: str, message: str, nominator: Nominator | None = None
+    ) -> None:
         self.calls["set_condition"] += 1
 
     async def event(self, *args: Any, **kwargs: Any) -> None:

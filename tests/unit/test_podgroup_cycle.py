@@ -13,6 +13,7 @@ from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
+from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import (
     CLAIMS_UNSUPPORTED,
     VOLUMES_UNSUPPORTED,
@@ -51,7 +52,9 @@ class _Binder:
         self.bound[p.name] = n
         return BindOutcome.BOUND, ""
 
-    async def set_condition(self, p: PodInfo, reason: str, message: str) -> None:
+    async def set_condition(
+        self, p: PodInfo, reason: str, message: str, nominator: Nominator | None = None
+    ) -> None:
         self.messages[p.name] = message
 
     async def event(self, *args: Any, **kwargs: Any) -> None:

@@ -8,7 +8,10 @@ below a larger one), so victim arithmetic uses kube-scheduler's accounting. The 
 state is given to kube-scheduler and then, rebuilt from scratch, to Podium.
 They must agree on whether preemption helps, on the FailedScheduling message
 when it does not, and, wherever Podium's own dry run finds a single best
-candidate, on the victims and the node the pod ends on.
+candidate, on the victims and the node the pod ends on. Where it preempts, the
+preemptor's PodScheduled condition as the API server stored it with the
+nomination (handleSchedulingFailure writes both at once) must be present with
+the same reason and message (node names aside where the best candidate is not unique).
 """
 
 from __future__ import annotations
@@ -17,12 +20,13 @@ import asyncio
 import copy
 import json
 import random
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
@@ -38,6 +42,7 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 KUBE, PODIUM = "preempt-kube", "preempt-podium"
 PREEMPTOR = "preemptor"
 SETTLE = 0.4
+_PLACEMENT = re.compile(r"(found a potential placement for pod on node )\S+(, preempting)")
 
 
 @dataclass
@@ -124,6 +129,8 @@ class Outcome:
     node: str = ""
     victims: list[str] = field(default_factory=list)
     message: str = ""
+    # The PodScheduled condition of the first stored version that names a nominated node.
+    condition: dict[str, str] = field(default_factory=dict)
 
 
 def _dry_run(case: Case) -> dict[str, Any]:
@@ -177,6 +184,31 @@ async def _outcome(core: client.CoreV1Api, namespace: str, case: Case) -> Outcom
     return await wait_for(decided, timeout=60, interval=0.1, message="preemption outcome")
 
 
+async def _record(namespace: str, since: str, core: client.CoreV1Api, seen: list[Any]) -> None:
+    """Every version of the preemptor the API server stores after resourceVersion ``since``."""
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        namespace,
+        field_selector=f"metadata.name={PREEMPTOR}",
+        resource_version=since,
+        timeout_seconds=120,
+    )
+    async for event in stream:
+        seen.append(event["raw_object"])
+
+
+def _nominated_condition(seen: list[Any]) -> dict[str, str]:
+    """What the preempting attempt wrote with its nomination: PodScheduled, as stored."""
+    for pod in seen:
+        status = pod.get("status") or {}
+        if status.get("nominatedNodeName"):
+            for cond in status.get("conditions") or []:
+                if cond["type"] == "PodScheduled":
+                    return {k: cond.get(k, "") for k in ("status", "reason", "message")}
+            return {}
+    return {}
+
+
 async def _run_one(
     api: ApiClient, core: client.CoreV1Api, namespace: str, case: Case, scheduler: str
 ) -> Outcome:
@@ -188,15 +220,42 @@ async def _run_one(
         for name, status in case.statuses.items():
             await core.patch_namespaced_pod_status(name, namespace, {"status": status})
         await asyncio.sleep(SETTLE)
-        body = copy.deepcopy(case.preemptor)
-        body["spec"]["schedulerName"] = scheduler
-        await core.create_namespaced_pod(namespace, cast(Any, body))
-        return await _outcome(core, namespace, case)
+        listed = await core.list_namespaced_pod(namespace, _preload_content=False)
+        since = (await listed.json())["metadata"]["resourceVersion"]
+        seen: list[Any] = []
+        recorder = asyncio.create_task(_record(namespace, since, core, seen))
+        try:
+            body = copy.deepcopy(case.preemptor)
+            body["spec"]["schedulerName"] = scheduler
+            await core.create_namespaced_pod(namespace, cast(Any, body))
+            outcome = await _outcome(core, namespace, case)
+            if outcome.node:  # the watch has delivered every version up to the bound one
+                await wait_for(
+                    lambda: any(p["spec"].get("nodeName") for p in seen),
+                    timeout=30,
+                    message="the bound preemptor on the watch",
+                )
+                outcome.condition = _nominated_condition(seen)
+        finally:
+            recorder.cancel()
+        return outcome
     finally:
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         await wait_for(lambda: _empty(core, namespace), timeout=30, message="pods gone")
         await delete_nodes(api, names)
         await asyncio.sleep(SETTLE)
+
+
+def _condition_differs(kube: Outcome, mine: Outcome, unique: bool) -> bool:
+    """Present in both, same status, reason and message; without a unique best
+    candidate the node each names in "found a potential placement ..." may differ."""
+    if not kube.condition or not mine.condition:
+        return True
+    theirs, ours = dict(kube.condition), dict(mine.condition)
+    if not unique:
+        for cond in (theirs, ours):
+            cond["message"] = _PLACEMENT.sub(r"\1<node>\2", cond["message"])
+    return theirs != ours
 
 
 async def _empty(core: client.CoreV1Api, namespace: str) -> bool:
@@ -231,6 +290,8 @@ async def test_preemption_agrees_with_kube_scheduler(
             result["disagree"] = "preempted or not"
         elif not kube.node and kube.message != mine.message:
             result["disagree"] = "message"
+        elif kube.node and _condition_differs(kube, mine, unique=bool(view.get("unique"))):
+            result["disagree"] = "condition"
         elif (
             kube.node
             and view.get("unique")
@@ -247,9 +308,11 @@ async def test_preemption_agrees_with_kube_scheduler(
     bad = [r for r in results if "disagree" in r]
     preempted = sum(1 for r in results if r["kube"]["node"])
     compared = sum(1 for r in results if r["kube"]["node"] and r.get("unique"))
+    present = sum(1 for r in results if r["kube"]["node"] and r["podium"]["condition"])
     summary = (
         f"{len(results) - len(bad)}/{len(results)} preemption scenarios agree; "
-        f"{preempted} preempted, {compared} with a unique best candidate compared on "
+        f"{preempted} preempted (Podium's PodScheduled condition with the nomination "
+        f"present {present}/{preempted}), {compared} with a unique best candidate compared on "
         f"victims and node, {len(results) - preempted} messages compared (report: {report})"
     )
     print(summary)
