@@ -22,7 +22,7 @@ controlplane: $(STAMP)
 demo: controlplane
 	$(PY) -m podium.devcluster demo
 
-SOURCES := $(wildcard operator tests bench)
+SOURCES := $(wildcard operator tests bench examples)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check $(SOURCES)
@@ -40,7 +40,7 @@ testtools:
 	hack/test-tools.sh
 
 test: controlplane testtools lint typecheck
-	$(PY) -m pytest tests -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest tests examples -q -ra $(PYTEST_ARGS)
 
 bench: controlplane
 	$(PY) -m bench $(BENCH_ARGS)

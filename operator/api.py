@@ -14,6 +14,15 @@ from importlib.metadata import version
 __version__ = version("podium")
 
 from podium.framework.cycle import Diagnosis, Placement, Scheduler
+from podium.framework.extension import (
+    ALLOW,
+    Handle,
+    PermitPlugin,
+    PostBindPlugin,
+    PreBindPlugin,
+    ReservePlugin,
+    Status,
+)
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -29,21 +38,28 @@ from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
 
 __all__ = [
+    "ALLOW",
     "Cache",
     "ClusterEvent",
     "Cycle",
     "Diagnosis",
     "FilterPlugin",
+    "Handle",
     "NodeInfo",
+    "PermitPlugin",
     "Placement",
     "PodInfo",
     "PolicyError",
+    "PostBindPlugin",
+    "PreBindPlugin",
     "PreFilterResult",
     "Profile",
     "Rejection",
+    "ReservePlugin",
     "Scheduler",
     "ScorePlugin",
     "Snapshot",
+    "Status",
     "__version__",
     "build_profile",
     "default_profile",

@@ -257,7 +257,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _plugins() -> int:
-    from podium.algorithms import FILTERS, SCORES, load_entry_points
+    from podium.algorithms import EXTENSIONS, FILTERS, SCORES, load_entry_points
     from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES
 
     load_entry_points()
@@ -271,6 +271,10 @@ def _plugins() -> int:
         weight = str(weights.get(name, "-")) if name in SCORES else "-"
         marker = "" if default else " (optional)"
         print(f"{name:34} {is_filter:7} {is_score:6} {weight:7} {cls.description}{marker}")
+    if EXTENSIONS:
+        print("\nEXTENSIONS (spec.extensions: Reserve, Permit, PreBind, PostBind)")
+        for name in sorted(EXTENSIONS):
+            print(f"{name:34} {EXTENSIONS[name].description}")
     return 0
 
 

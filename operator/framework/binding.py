@@ -100,6 +100,10 @@ class BindingHandle:
         if waiting is not None and not waiting.verdict.done():
             waiting.verdict.set_result((Status("Unschedulable", reason), plugin))
 
+    def is_waiting(self, uid: str) -> bool:
+        waiting = self.waiting.get(uid)
+        return waiting is not None and not waiting.verdict.done()
+
     def spawn(self, work: Coroutine[Any, Any, object]) -> None:
         self._spawn(work)
 
@@ -146,6 +150,13 @@ async def wait_on_permit(handle: BindingHandle, pod: PodInfo) -> Failure | None:
     if waiting is None:
         return None
     plugin, timeout = min(waiting.timeouts.items(), key=lambda item: item[1])
+    log.info(
+        "waiting_on_permit",
+        pod=pod.name,
+        namespace=pod.namespace,
+        plugins=sorted(waiting.pending),
+        timeout_s=timeout,
+    )
     try:
         status, by = await asyncio.wait_for(asyncio.shield(waiting.verdict), timeout)
     except TimeoutError:

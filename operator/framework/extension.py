@@ -85,6 +85,9 @@ class Handle(Protocol):
     def reject(self, uid: str, plugin: str, reason: str) -> None:
         """Reject a pod waiting at Permit."""
 
+    def is_waiting(self, uid: str) -> bool:
+        """Whether the pod still waits at Permit (a plugin's poller stops when it does not)."""
+
     def spawn(self, work: Coroutine[Any, Any, object]) -> None:
         """Run ``work`` beside the scheduler; it is cancelled when the scheduler stops."""
 

@@ -1,0 +1,1 @@
+"""Makes the example importable for its own tests without installing it."""
