@@ -694,24 +694,30 @@ class PodiumScheduler:
             profile, self.handle, pod, node
         )
         if failure is not None:
-            run_unreserve(profile, self.handle, pod, node)
-            self.volume_binder.revert(plan)
-            if not claims.empty:
-                self.spawn(self.claim_binder.unreserve(pod, claims))
-            self.cache.forget_pod(pod)
-            self._extension_failed(entry, profile, failure, started, record)
+            self._abandon(entry, node, profile, started, record, plan, claims, failure)
             return
         self.start_bind(entry, node, profile, started, record, plan, claims)
 
-    def _extension_failed(
+    def _abandon(
         self,
         entry: QueuedPod,
+        node: str,
         profile: Profile,
-        failure: Failure,
         started: float,
         record: dict[str, Any] | None,
+        plan: VolumePlan,
+        claims: ClaimPlan,
+        failure: Failure,
     ) -> None:
-        """A rejection is Unschedulable, anything else an error (Go's handleSchedulingFailure)."""
+        """An extension failed the pod after Reserve: every reservation is undone (Go's
+        Unreserve; ``plan`` holds the volume assumptions not yet written), then the failure
+        is reported, a rejection as Unschedulable and anything else as an error."""
+        pod = entry.pod
+        run_unreserve(profile, self.handle, pod, node)
+        self.volume_binder.revert(plan)
+        if not claims.empty:
+            self.spawn(self.claim_binder.unreserve(pod, claims))
+        self.cache.forget_pod(pod)
         self.fail(
             entry,
             "Unschedulable" if failure.rejected else "SchedulerError",
@@ -761,12 +767,7 @@ class PodiumScheduler:
         failure = await wait_on_permit(self.handle, pod)
         if failure is not None:
             self.binds_in_flight -= 1
-            run_unreserve(profile, self.handle, pod, node)
-            self.volume_binder.revert(plan)
-            if not claims.empty:
-                await self.claim_binder.unreserve(pod, claims)
-            self.cache.forget_pod(pod)
-            self._extension_failed(entry, profile, failure, started, record)
+            self._abandon(entry, node, profile, started, record, plan, claims, failure)
             return
         why = ""
         if not plan.empty:
@@ -777,13 +778,11 @@ class PodiumScheduler:
             why = await self._bind_claims(pod, node, claims)
         if not why:
             extension = await run_pre_bind(profile, self.handle, pod, node)
-            if extension is not None:
+            if extension is not None:  # the volumes are written: no assumption to revert
                 self.binds_in_flight -= 1
-                run_unreserve(profile, self.handle, pod, node)
-                if not claims.empty:
-                    await self.claim_binder.unreserve(pod, claims)
-                self.cache.forget_pod(pod)
-                self._extension_failed(entry, profile, extension, started, record)
+                self._abandon(
+                    entry, node, profile, started, record, VolumePlan(), claims, extension
+                )
                 return
         if why:
             run_unreserve(profile, self.handle, pod, node)
