@@ -37,7 +37,7 @@ from .controller_manager import (
 )
 from .kwok import KWOK_NODE_ANNOTATION, Kwok
 from .objects import create_nodes
-from .process import ManagedProcess, Service, free_ports, http_get
+from .process import ManagedProcess, Service, die_with_parent, free_ports, http_get
 from .scheduler import KubeScheduler
 
 SCHEDULING_FOCUS = r"\[sig-scheduling\]"
@@ -59,7 +59,9 @@ _NODE_AGENT_SCHEDULER = "node-agent-binder"
 
 # Like a kubelet: a bound pod that is being deleted goes away when its grace period ends
 # (its deletionTimestamp), and not before its finalizers are removed. KWOK's fast stage
-# deletes at once; its general stage at a random time before the deadline.
+# deletes at once; its general stage at a random time before the deadline. A pod deleted
+# with grace 0 is left to the API server, which removes it itself: KWOK deletes by name, so
+# doing it too could delete a new pod of the same name created meanwhile.
 _POD_DELETE_STAGE: dict[str, Any] = {
     "apiVersion": "kwok.x-k8s.io/v1alpha1",
     "kind": "Stage",
@@ -70,6 +72,11 @@ _POD_DELETE_STAGE: dict[str, Any] = {
             "matchExpressions": [
                 {"key": ".metadata.deletionTimestamp", "operator": "Exists"},
                 {"key": ".metadata.finalizers", "operator": "DoesNotExist"},
+                {
+                    "key": ".metadata.deletionGracePeriodSeconds > 0",
+                    "operator": "In",
+                    "values": ["true"],
+                },
             ]
         },
         "delay": {
@@ -109,7 +116,6 @@ def conformance_node(index: int) -> dict[str, Any]:
                 "kubernetes.io/hostname": name,
                 "kubernetes.io/os": "linux",
                 "kubernetes.io/arch": "amd64",
-                "topology.kubernetes.io/region": "local",
                 "topology.kubernetes.io/zone": zone,
             },
         },
@@ -240,7 +246,6 @@ async def conformance_cluster(
     gates = dict(WORKLOAD_GATES) if workload else {}
     plane = ControlPlane(
         workdir=workdir,
-        real_nodes=True,
         feature_gates=gates,
         runtime_config=WORKLOAD_RUNTIME_CONFIG if workload else None,
         admission=("ServiceAccount", "Priority"),
@@ -359,6 +364,7 @@ async def run_suite(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT,
             cwd=report_dir,
+            preexec_fn=die_with_parent(os.getpid()),
         )
         assert proc.stdout is not None
         ticker = asyncio.create_task(tick())

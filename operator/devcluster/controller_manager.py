@@ -71,7 +71,6 @@ class KubeControllerManager(Service):
             "--leader-elect=false",
             "--bind-address=127.0.0.1",
             f"--secure-port={self.port}",
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics",
             f"--root-ca-file={pki.ca_cert}",
             f"--service-account-private-key-file={pki.sa_key}",
             "--v=2",
