@@ -6,7 +6,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck unit integration e2e bench controlplane testtools venv clean
+.PHONY: demo test lint typecheck unit integration e2e bench controlplane e2esuite conformance testtools venv clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -18,6 +18,16 @@ venv: $(STAMP)
 
 controlplane: $(STAMP)
 	$(PY) -m podium.devcluster build
+
+# Kubernetes' scheduling e2e suite (hack/e2e), which `make test` runs in part.
+e2esuite: $(STAMP)
+	$(PY) -m podium.devcluster which e2e.test
+
+# Every [sig-scheduling] e2e spec with $(SCHEDULER) as the only scheduler (docs/conformance.md).
+SCHEDULER ?= podium
+conformance: controlplane e2esuite
+	$(PY) -m podium.devcluster conformance --scheduler $(SCHEDULER) \
+		--report-dir conformance-report/$(SCHEDULER)
 
 demo: controlplane
 	$(PY) -m podium.devcluster demo
@@ -39,7 +49,7 @@ unit: $(STAMP)
 testtools:
 	hack/test-tools.sh
 
-test: controlplane testtools lint typecheck
+test: controlplane e2esuite testtools lint typecheck
 	$(PY) -m pytest tests examples -q -ra $(PYTEST_ARGS)
 
 bench: controlplane

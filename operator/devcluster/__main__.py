@@ -1,16 +1,19 @@
-"""`python -m podium.devcluster {build,which,up,demo}`: binaries, a local cluster, the demo."""
+"""`python -m podium.devcluster {build,which,up,demo,conformance}`: binaries, a local cluster,
+the demo, Kubernetes' scheduling e2e suite."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import signal
 import sys
 import threading
 from pathlib import Path
 from types import FrameType
 
-from .build import Binaries, BuildError, ensure_binaries
+from .build import Binaries, BuildError, ensure_binaries, ensure_e2e_suite
 from .cluster import ControlPlane
+from .conformance import SCHEDULERS
 from .kwok import Kwok
 from .process import ComponentError
 
@@ -39,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("build", help="build (or reuse) all binaries and print their paths")
     which = sub.add_parser("which", help="print the path of one binary, building it if needed")
-    which.add_argument("name", choices=_NAMES)
+    which.add_argument("name", choices=(*_NAMES, "e2e.test"))
     up = sub.add_parser("up", help="run etcd + kube-apiserver until Ctrl-C")
     up.add_argument("--workdir", type=Path, help="keep kubeconfig, PKI and logs here")
     up.add_argument("--perf", action="store_true", help="lift inflight limits, disable APF")
@@ -48,7 +51,24 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser("demo", help="start a local control plane and watch Podium bind pods")
     demo.add_argument("--pods", type=int, default=12)
     demo.add_argument("--nodes", type=int, default=3)
+    conformance = sub.add_parser(
+        "conformance", help="run Kubernetes' [sig-scheduling] e2e suite against one scheduler"
+    )
+    conformance.add_argument("--scheduler", choices=SCHEDULERS, default="podium")
+    conformance.add_argument(
+        "--report-dir", type=Path, default=Path("conformance-report"), help="JUnit, logs"
+    )
     return parser
+
+
+def _conformance(args: argparse.Namespace) -> int:
+    """Both phases, then the table; exit 1 if any spec failed."""
+    from .conformance import format_table, run_conformance
+
+    results = asyncio.run(run_conformance(args.scheduler, args.report_dir.resolve()))
+    print(format_table(results))
+    print(f"JUnit reports and logs: {args.report_dir}/{{default,feature}}/")
+    return 1 if any(res.result == "failed" for res in results) else 0
 
 
 def _up(args: argparse.Namespace) -> None:
@@ -85,12 +105,16 @@ def main(argv: list[str] | None = None) -> int:
             binaries = ensure_binaries()
             for name in _NAMES:
                 print(f"{name}: {_path_of(binaries, name)}")
+        elif args.command == "which" and args.name == "e2e.test":
+            print(ensure_e2e_suite())
         elif args.command == "which":
             print(_path_of(ensure_binaries(), args.name))
         elif args.command == "demo":
             from .demo import run_demo  # imports the whole scheduler; only the demo needs it
 
             return run_demo(nodes=args.nodes, pods=args.pods)
+        elif args.command == "conformance":
+            return _conformance(args)
         else:
             _up(args)
     except (BuildError, ComponentError) as exc:

@@ -71,6 +71,8 @@ class _Recipe:
     packages: Mapping[str, str]
     ldflags: Callable[[str, str], list[str]]
     post_build: Callable[[Path, Path, Mapping[str, str]], None] | None = None
+    test: bool = False
+    """`go test -c` of the module's own package (its one entry in packages), not `go build`."""
 
     @property
     def module_dir(self) -> Path:
@@ -179,6 +181,17 @@ _RECIPES = (
     ),
 )
 
+# Kubernetes' scheduling e2e suite: a test binary, built only by what runs it (make
+# conformance and its pytest), so the demo and a plain `build` never wait for it.
+_E2E_SUITE = _Recipe(
+    name="e2e",
+    module="e2e",
+    pin="k8s.io/kubernetes",
+    packages={"podium.dev/hack/e2e": "e2e.test"},
+    ldflags=_k8s_ldflags,
+    test=True,
+)
+
 
 def cache_root() -> Path:
     return Path(os.environ.get("PODIUM_CACHE") or Path.home() / ".cache" / "podium")
@@ -231,13 +244,22 @@ def _is_package_line(line: str) -> bool:
 def _go_build(
     recipe: _Recipe, out_dir: Path, ldflags: list[str], env: Mapping[str, str], log: Log
 ) -> None:
-    """Run `go build -v`, reporting progress every 15 s and go's errors on failure."""
+    """Build one recipe's binaries into out_dir; `go build -v` reports progress."""
     packages = list(recipe.packages)
     log(f"[{recipe.name}] resolving modules and packages (downloads through GOPROXY) ...")
+    test_flag = ["-test"] if recipe.test else []
     try:
         deps = _run_go(
-            ["list", "-deps", "-f", "{{.ImportPath}}", *packages], recipe.module_dir, env
+            ["list", "-deps", *test_flag, "-f", "{{.ImportPath}}", *packages],
+            recipe.module_dir,
+            env,
         )
+        if recipe.test:
+            # `go test -c` prints no progress, so `go build -v` compiles what the test imports
+            # first (into GOCACHE, same flags); `go test -c` then compiles one file and links.
+            imports = _run_go(
+                ["list", "-f", '{{join .TestImports "\\n"}}', *packages], recipe.module_dir, env
+            ).split()
     except BuildError as exc:
         raise BuildError(
             f"{exc}\nCould not resolve the Go modules of {recipe.module_dir}. If the errors "
@@ -245,12 +267,25 @@ def _go_build(
             "reachable."
         ) from None
     total = len(deps.splitlines())
-    argv = [
-        "go", "build", "-v", "-trimpath",
-        "-ldflags", " ".join(["-s", "-w", *ldflags]),
-        "-o", f"{out_dir}{os.sep}", *packages,
-    ]  # fmt: skip
+    flags = ["-trimpath", "-ldflags", " ".join(["-s", "-w", *ldflags])]
     started = time.monotonic()
+    if recipe.test:
+        _go_stream(recipe, ["go", "build", "-v", *flags, *imports], env, log, started, total)
+        (name,) = recipe.packages.values()
+        log(f"[{recipe.name}] linking {name} (go test -c) ...")
+        _run_go(
+            ["test", "-c", *flags, "-o", str(out_dir / name), *packages], recipe.module_dir, env
+        )
+        log(f"[{recipe.name}] {name} built in {_fmt(time.monotonic() - started)}")
+    else:
+        argv = ["go", "build", "-v", *flags, "-o", f"{out_dir}{os.sep}", *packages]
+        _go_stream(recipe, argv, env, log, started, total)
+
+
+def _go_stream(
+    recipe: _Recipe, argv: list[str], env: Mapping[str, str], log: Log, started: float, total: int
+) -> None:
+    """Run one `go build -v`, reporting progress every 15 s and go's errors on failure."""
     # A killed Python must not leave go building into a directory nobody will rename.
     proc = subprocess.Popen(
         argv,
@@ -380,7 +415,7 @@ def _ensure(recipe: _Recipe, log: Log) -> Path:
             _go_build(recipe, bin_dir, ldflags, env, log)
             for package, name in recipe.packages.items():
                 built = bin_dir / _go_default_name(package)
-                if built.name != name:
+                if not recipe.test and built.name != name:
                     built.rename(bin_dir / name)
             if recipe.post_build is not None:
                 recipe.post_build(recipe.module_dir, tmp, env)
@@ -404,3 +439,8 @@ def ensure_binaries(log: Log = _stderr) -> Binaries:
         kubelet=dirs["node"] / "bin" / "kubelet",
         kube_controller_manager=dirs["node"] / "bin" / "kube-controller-manager",
     )
+
+
+def ensure_e2e_suite(log: Log = _stderr) -> Path:
+    """Return Kubernetes' scheduling e2e suite binary (hack/e2e), building it if needed."""
+    return _ensure(_E2E_SUITE, log) / "bin" / "e2e.test"

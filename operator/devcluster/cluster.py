@@ -15,7 +15,7 @@ import os
 import shutil
 import ssl
 import tempfile
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +98,9 @@ class ControlPlane(Service):
     address in the serving certificate. feature_gates and runtime_config become the API
     server's --feature-gates and --runtime-config, e.g. WORKLOAD_GATES and
     WORKLOAD_RUNTIME_CONFIG to serve the Workload API (scheduling.k8s.io/v1beta1).
+    admission names admission plugins to keep on that are otherwise off (ServiceAccount,
+    Priority): the conformance cluster, whose tests set only priorityClassName, needs
+    Priority; the project's own tests set spec.priority directly, which Priority forbids.
     """
 
     def __init__(
@@ -110,6 +113,7 @@ class ControlPlane(Service):
         real_nodes: bool = False,
         feature_gates: Mapping[str, bool] | None = None,
         runtime_config: Mapping[str, bool] | None = None,
+        admission: Sequence[str] = (),
         startup_timeout: float = 120.0,
     ) -> None:
         self._binaries = binaries
@@ -120,6 +124,7 @@ class ControlPlane(Service):
         self.real_nodes = real_nodes
         self.feature_gates = dict(feature_gates or {})
         self.runtime_config = dict(runtime_config or {})
+        self.admission = tuple(admission)
         self.startup_timeout = startup_timeout
         self.kubeconfig = self.workdir / "kubeconfig"
         self.api_port, self._etcd_port, self._etcd_peer_port = free_ports(3)
@@ -140,6 +145,11 @@ class ControlPlane(Service):
     def token(self) -> str:
         """Bearer token of the admin user (group system:masters)."""
         return self._require_pki().admin_token
+
+    @property
+    def pki(self) -> Pki:
+        """CA, serving cert and service-account key (for kube-controller-manager)."""
+        return self._require_pki()
 
     @property
     def ca_cert(self) -> Path:
@@ -259,13 +269,13 @@ class ControlPlane(Service):
             "--authorization-mode=RBAC",
             "--allow-privileged=true",
         ]
+        disabled = ["TaintNodesByCondition", "Priority"]
         if self.real_nodes:
-            args += [
-                "--disable-admission-plugins=TaintNodesByCondition,Priority",
-                "--kubelet-preferred-address-types=InternalIP",
-            ]
+            args.append("--kubelet-preferred-address-types=InternalIP")
         else:
-            args += ["--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority"]
+            disabled.insert(0, "ServiceAccount")
+        kept = [plugin for plugin in disabled if plugin not in self.admission]
+        args.append(f"--disable-admission-plugins={','.join(kept)}")
         if self.perf:
             args += [
                 "--max-requests-inflight=0",

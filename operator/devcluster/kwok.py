@@ -7,6 +7,7 @@ it; nothing else needs it, since the scheduler only reads Node objects.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 from .cluster import ControlPlane
 from .process import ManagedProcess, Service, free_ports, http_get
@@ -19,11 +20,19 @@ class Kwok(Service):
     """KWOK controller managing only nodes annotated kwok.x-k8s.io/node=fake.
 
     It marks those nodes Ready and moves pods bound to them to Running, and finishes
-    their deletion, which otherwise waits forever for a kubelet.
+    their deletion, which otherwise waits forever for a kubelet. stages replaces the
+    default Stage file (binaries.kwok_stages).
     """
 
-    def __init__(self, control_plane: ControlPlane, *, startup_timeout: float = 60.0) -> None:
+    def __init__(
+        self,
+        control_plane: ControlPlane,
+        *,
+        stages: Path | None = None,
+        startup_timeout: float = 60.0,
+    ) -> None:
         self.control_plane = control_plane
+        self.stages = stages
         self.startup_timeout = startup_timeout
         (self.port,) = free_ports(1)
         self._proc: ManagedProcess | None = None
@@ -35,7 +44,7 @@ class Kwok(Service):
             [
                 str(binaries.kwok),
                 f"--kubeconfig={self.control_plane.kubeconfig}",
-                f"--config={binaries.kwok_stages}",
+                f"--config={self.stages or binaries.kwok_stages}",
                 "--manage-all-nodes=false",
                 f"--manage-nodes-with-annotation-selector={KWOK_NODE_ANNOTATION}=fake",
                 "--manage-nodes-with-label-selector=",
