@@ -122,17 +122,7 @@ async def test_policy_lifecycle(
         "scores": [{"name": "NodeResourcesFit", "weight": 1}],
         "pluginArgs": {"nodeResourcesFit": {"strategy": "MostAllocated"}},
     }
-    await objects.create_cluster_custom_object(
-        GROUP,
-        VERSION,
-        PLURAL,
-        {
-            "apiVersion": f"{GROUP}/{VERSION}",
-            "kind": "SchedulerPolicy",
-            "metadata": {"name": name},
-            "spec": spec,
-        },
-    )
+    await _create_policy(api_client, name, spec)
 
     async def accepted(generation: int) -> dict[str, Any] | None:
         policy = await _policy(api_client, name)
