@@ -253,6 +253,10 @@ class Case:
     """The measured pods each claim a device (see DynamicResources)."""
     gang: Gang | None = None
     """The measured pods come in gangs; needs the Workload API (see Gang)."""
+    backlog: bool = False
+    """The measured pods all exist before the scheduler starts: the drain after a failover
+    or an outage, or a Job controller's burst. The clock runs from the scheduler's start
+    to the last bind, and its CPU counts from its start."""
 
     @property
     def init(self) -> PodTemplate:
@@ -267,7 +271,7 @@ class Case:
 
 _CASE_KEYS = {
     "name", "description", "node", "podTemplates", "initPods", "measurePods", "churn",
-    "workloads", "sweep", "dynamicResources", "gang",
+    "workloads", "sweep", "dynamicResources", "gang", "backlog",
 }  # fmt: skip
 _NODE_KEYS = {"cpu", "memory", "pods", "zones", "labels"}
 _TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect"}
@@ -418,6 +422,15 @@ def parse_case(raw: Any, source: Path) -> Case:
                 ),
             )
         )
+    backlog = body.get("backlog", False)
+    if not isinstance(backlog, bool):
+        raise CaseError(f"{where}.backlog: expected true or false")
+    if backlog and churn is not None:
+        raise CaseError(f"{where}: a backlog case has no churn (nothing runs before the start)")
+    if backlog and any(w.init_pods for w in workloads):
+        raise CaseError(
+            f"{where}: a backlog case has no initPods (its scheduler starts with the backlog)"
+        )
     return Case(
         name=str(body["name"]),
         description=" ".join(str(body["description"]).split()),
@@ -432,6 +445,7 @@ def parse_case(raw: Any, source: Path) -> Case:
         if "dynamicResources" in body
         else None,
         gang=_gang(body["gang"], f"{where}.gang") if "gang" in body else None,
+        backlog=backlog,
     )
 
 

@@ -57,6 +57,7 @@ from .cases import (
 )
 from .measure import (
     PodTracker,
+    ProcessSample,
     Sampler,
     SchedulerExited,
     busy_cpu_seconds,
@@ -333,10 +334,17 @@ class _Bench:
         )
         profiler: PySpy | None = None
         try:
-            self.progress.phase("start scheduler")
-            await sched.astart()
-            await self._init_phase(case, workload, sched, run_id, namespace, tracker, result)
-            if sched.label == PODIUM and self.config.profile:
+            if case.backlog:
+                self.progress.phase(
+                    "create backlog", workload.measure_pods, lambda: len(tracker.of_role("measure"))
+                )
+                async with self.progress.ticking(), asyncio.timeout(timeout):
+                    await self._create_measured(case, workload, sched, run_id, namespace, tracker)
+            else:
+                self.progress.phase("start scheduler")
+                await sched.astart()
+                await self._init_phase(case, workload, sched, run_id, namespace, tracker, result)
+            if sched.label == PODIUM and self.config.profile and not case.backlog:
                 profiler = PySpy(sched.pid, self.config.out / "profiles" / f"{namespace}.raw")
             churned = await self._measure_phase(
                 case, workload, sched, run_id, namespace, tracker, result
@@ -425,6 +433,35 @@ class _Bench:
             pod["spec"]["schedulingGroup"] = {"podGroupName": case.gang.group_of(index)}
         return pod
 
+    async def _create_measured(
+        self,
+        case: Case,
+        workload: Workload,
+        sched: BenchScheduler,
+        run_id: str,
+        namespace: str,
+        tracker: PodTracker,
+    ) -> None:
+        """The measured pods, each with its claims where the case has a claim template."""
+        after_each: Callable[[dict[str, Any]], Awaitable[None]] | None = None
+        if case.dra is not None:
+            claim_template = await self.api.call(
+                "GET",
+                f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates/{_CLAIM_TEMPLATE}",
+                request_key("GET", "resourceclaimtemplates", group=_GROUP_RESOURCE),
+            )
+
+            async def after_each(pod: dict[str, Any]) -> None:
+                await self._make_claims(pod, claim_template)
+
+        await self.create_all(
+            f"/api/v1/namespaces/{namespace}/pods",
+            "pods",
+            (self._measured_pod(case, i, sched, run_id) for i in range(workload.measure_pods)),
+            lambda body: tracker.creating(body["metadata"]["name"], "measure"),
+            after_each,
+        )
+
     async def _make_claims(self, pod: dict[str, Any], template: dict[str, Any]) -> None:
         """The resourceclaim controller's work for one created pod (there is none here)."""
         meta = pod["metadata"]
@@ -506,7 +543,8 @@ class _Bench:
         }
         before_server = await scrape(plane)
         before_harness = dict(api.counts)
-        before = read_process(sched.pid)
+        # A backlog's scheduler starts inside the phase: all of its CPU counts.
+        before = ProcessSample(0.0, 0) if case.backlog else read_process(sched.pid)
         before_others = {name: read_process(pid) for name, pid in others.items() if pid is not None}
         before_self = resource.getrusage(resource.RUSAGE_SELF)
         before_busy = busy_cpu_seconds()
@@ -515,32 +553,22 @@ class _Bench:
         target = workload.measure_pods
         sampler = Sampler(time.monotonic())
         deadline = sampler.started + self.config.timeout
-        self.progress.phase("measured pods", target, lambda: tracker.bound["measure"])
+        self.progress.phase(
+            "drain backlog" if case.backlog else "measured pods",
+            target,
+            lambda: tracker.bound["measure"],
+        )
 
         async def sample() -> None:
             while True:
                 await asyncio.sleep(1.0)
                 sampler.sample(tracker.bound["measure"])
 
-        after_each: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-        if case.dra is not None:
-            claim_template = await api.call(
-                "GET",
-                f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates/{_CLAIM_TEMPLATE}",
-                request_key("GET", "resourceclaimtemplates", group=_GROUP_RESOURCE),
-            )
-
-            async def after_each(pod: dict[str, Any]) -> None:
-                await self._make_claims(pod, claim_template)
-
         async def create() -> float:
-            await self.create_all(
-                f"/api/v1/namespaces/{namespace}/pods",
-                "pods",
-                (self._measured_pod(case, i, sched, run_id) for i in range(target)),
-                lambda body: tracker.creating(body["metadata"]["name"], "measure"),
-                after_each,
-            )
+            if case.backlog:
+                await sched.astart()
+            else:
+                await self._create_measured(case, workload, sched, run_id, namespace, tracker)
             return time.monotonic()
 
         background = [asyncio.create_task(sample())]
@@ -551,6 +579,8 @@ class _Bench:
         try:
             async with self.progress.ticking():
                 creating = asyncio.create_task(create())
+                if case.backlog:
+                    await creating  # binds go on during the start; the tracker counts them
                 complete = await self._wait_bound(tracker, "measure", target, sched, deadline)
                 created_at = await creating
         finally:
@@ -582,7 +612,11 @@ class _Bench:
         result.throughput_samples = [round(rate, 2) for rate in rates]
         result.throughput = sum(rates) / len(rates) if rates else None
         result.throughput_overall = result.bound / elapsed if elapsed > 0 else None
-        result.create_rate = target / (created_at - sampler.started)
+        if case.backlog:
+            # Nothing is created while the clock runs: the drain rate is the throughput.
+            result.throughput = result.throughput_overall
+        else:
+            result.create_rate = target / (created_at - sampler.started)
         result.measure_seconds = elapsed
         latencies = tracker.latencies("measure")
         result.latency_ms = {

@@ -84,3 +84,30 @@ async def test_bench_runs_both_schedulers_twice_and_writes_results(
     finally:
         await api.close()
     assert left.items == []
+
+
+async def test_backlog_case_drains_pods_created_before_the_scheduler_started(
+    control_plane: ControlPlane, tmp_path: Path
+) -> None:
+    # SchedulingBacklog/1000Nodes_10000Pods at 0.2%: 2 nodes, 20 pods waiting at the start.
+    config = BenchConfig(
+        cases=["SchedulingBacklog/1000Nodes_10000Pods"],
+        scale=0.002,
+        out=tmp_path,
+        timeout=120.0,
+        progress=io.StringIO(),
+        report=io.StringIO(),
+    )
+    results = await run_bench(config, control_plane)
+
+    assert [run.scheduler for run in results.runs] == ["kube-scheduler", "podium"]
+    for run in results.runs:
+        assert (run.nodes, run.init_pods, run.measure_pods) == (2, 0, 20)
+        assert run.status == "ok", run.status
+        assert run.bound == 20 and run.correctness.ok, run.correctness.summary()
+        # Nothing is created while the clock runs: pods/s is the drain rate.
+        assert run.create_rate is None
+        assert run.throughput == run.throughput_overall and run.throughput is not None
+        # The scheduler's CPU counts from its start, so it includes its start-up.
+        assert run.cpu_seconds is not None and run.cpu_seconds_total is not None
+        assert 0 < run.cpu_seconds <= run.cpu_seconds_total

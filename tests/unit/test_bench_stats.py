@@ -173,3 +173,37 @@ def test_a_case_without_a_workload_in_the_preset_is_an_error_when_named() -> Non
     with pytest.raises(CaseError, match="no workload in the upstream preset"):
         select({"X": case}, ["X"], "upstream")
     assert select({"X": case}, [], "upstream") == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "workload", "message"),
+    [
+        ({"backlog": "yes"}, {}, "expected true or false"),
+        ({"backlog": True}, {"initPods": 5}, "has no initPods"),
+        (
+            {"backlog": True, "churn": {"mode": "create", "intervalSeconds": 1}},
+            {},
+            "has no churn",
+        ),
+    ],
+)
+def test_bad_backlog_cases_are_rejected(
+    extra: dict[str, object], workload: dict[str, object], message: str
+) -> None:
+    raw = {
+        "name": "X",
+        "description": "x",
+        "workloads": [{"name": "w", "nodes": 1, "measurePods": 10, **workload}],
+        **extra,
+    }
+    with pytest.raises(CaseError, match=message):
+        parse_case(raw, Path("x.yaml"))
+
+
+def test_the_backlog_case_starts_its_scheduler_with_every_pod_waiting() -> None:
+    case = load_cases()["SchedulingBacklog"]
+    assert case.backlog and case.churn is None
+    assert [(w.name, w.init_pods) for w in case.workloads] == [
+        ("1000Nodes_10000Pods", 0),
+        ("5000Nodes_30000Pods", 0),
+    ]
