@@ -1,0 +1,278 @@
+"""Podium killed with -9 in the middle of DRA pods' and gangs' multi-write sequences.
+
+A claim pod takes three writes (the claim's allocation, its reservedFor, the Binding) and a
+gang binds its members one Binding each. A SIGKILL between two of them leaves the cluster
+half-way: a claim allocated and reserved for a pod that has no node, or a gang with some
+members bound. The restarted Podium must finish each one, as kube-scheduler's would: a pod
+whose claim is already allocated goes to the allocation's node, and a gang with bound
+members needs only the rest. Every invariant is read from the API server.
+
+To kill at that exact point, an admission policy refuses the Bindings concerned: the
+writes before the Binding land, the Binding cannot, and Podium is killed once the API
+server shows the half-way state. The policy goes, and a new Podium starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator
+from typing import Any, cast
+
+import pytest
+import pytest_asyncio
+from kubernetes_asyncio import client
+from kubernetes_asyncio.client import ApiClient
+
+from podium.devcluster import ControlPlane
+from podium.devcluster.objects import create_pod, wait_for
+from podium.framework.decision import read_records
+from podium.kube.manifests import make_node, make_pod
+from tests.e2e.dra import (
+    Dra,
+    allocated_devices,
+    claim_spec,
+    claim_template,
+    device,
+    device_class,
+    exactly,
+    resource_slice,
+    with_claims,
+)
+from tests.e2e.faults import check_invariants, deny_admission, wait_bound, wait_until
+from tests.e2e.gang import bound_by_group, create_group, member, pod_group
+from tests.e2e.test_leader_election import LEASE
+from tests.e2e.test_reliability import report
+
+pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
+    made = Dra(api_client, namespace)
+    yield made
+    await made.cleanup()
+
+
+async def _pods(api: ApiClient, namespace: str) -> dict[str, dict[str, Any]]:
+    raw: Any = await client.CoreV1Api(api).list_namespaced_pod(namespace, _preload_content=False)
+    return {p["metadata"]["uid"]: p for p in (await raw.json())["items"]}
+
+
+@contextlib.asynccontextmanager
+async def refused_bindings(
+    api: ApiClient, namespace: str, match_condition: str = ""
+) -> AsyncIterator[None]:
+    """Bindings in ``namespace`` (those matching the CEL ``match_condition``) are refused
+    until the block exits; it is entered once the API server refuses a Binding."""
+    admission = client.AdmissionregistrationV1Api(api)
+    core = client.CoreV1Api(api)
+    policy, binding = deny_admission(
+        f"{namespace}-no-bind",
+        resource="pods/binding",
+        operation="CREATE",
+        validation="false",
+        message="binding refused by the test",
+        match_condition=match_condition,
+        namespace=namespace,
+    )
+    await admission.create_validating_admission_policy(policy)
+    await admission.create_validating_admission_policy_binding(binding)
+    try:
+        # Dry-run Bindings skip admission, so a real one is tried on a pod of no scheduler:
+        # refused, the policy is active; accepted, that probe is deleted and another tried.
+        tries = iter(range(10**6))
+
+        async def refused() -> bool:
+            name = f"probe{next(tries)}-3"
+            await core.create_namespaced_pod(
+                namespace, cast(Any, make_pod(name, scheduler_name="nobody"))
+            )
+            body = {"target": {"kind": "Node", "name": "anywhere"}, "metadata": {"name": name}}
+            try:
+                answer = await core.create_namespaced_pod_binding(
+                    name, namespace, cast(Any, body), _preload_content=False
+                )
+            finally:
+                await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+            return int(answer.status) in (403, 422)
+
+        await wait_for(refused, timeout=30, interval=0.2, message="Bindings refused")
+        yield
+    finally:
+        await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        await admission.delete_validating_admission_policy(policy["metadata"]["name"])
+
+
+def _half_done(claims: list[dict[str, Any]], pods: dict[str, dict[str, Any]]) -> int:
+    """Claims allocated for their pod while the pod has no node yet.
+
+    After a refused Binding, Unreserve takes the pod out of ``reservedFor`` and leaves the
+    allocation, as kube-scheduler does: the next attempt is held to that node.
+    """
+    count = 0
+    for claim in claims:
+        status = claim.get("status") or {}
+        owner = claim["metadata"]["ownerReferences"][0]["uid"]
+        pod = pods.get(owner)
+        if "allocation" in status and pod is not None and not pod["spec"].get("nodeName"):
+            count += 1
+    return count
+
+
+@pytest.mark.parametrize("takeover", ["restart", "standby"])
+async def test_podium_killed_mid_claim_writes_restarts_and_holds_no_device_twice(
+    takeover: str,
+    api_client: ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    dra: Dra,
+) -> None:
+    """30 claim pods race for 24 devices (6 nodes of 4). Bindings are refused, and Podium is
+    SIGKILLed once a claim is allocated for a pod with no node; the refusal
+    is lifted and Podium started again (``restart``), or its standby, which watched every
+    write, takes the Lease (``standby``). Then 24
+    pods are bound, each with its own device on its own node; the 6 left are Pending with
+    no device held, and no claim is allocated or reserved for a pod without a node."""
+    sched = f"{namespace}-s"
+    nodes = await node_factory(
+        [make_node(f"{namespace}-n{i}", labels={"suite": namespace}) for i in range(6)]
+    )
+    klass = f"{namespace}-gpu"
+    await dra.create("deviceclasses", device_class(klass))
+    for node in nodes:
+        devices = [device(f"gpu-{i}", index=i) for i in range(4)]
+        await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
+    await dra.create(
+        "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
+    )
+    names = [f"p{i:02d}" for i in range(30)]
+    for name in names:
+        body = make_pod(name, scheduler_name=sched, node_selector={"suite": namespace})
+        await create_pod(api_client, namespace, with_claims(body, {"gpu": "one"}))
+    await asyncio.gather(*(dra.instantiate(n) for n in names))
+
+    args: tuple[str, ...] = ("--scheduler-name", sched)
+    if takeover == "standby":
+        args += (*LEASE, "--lease-name", f"podium-{namespace}"[:60], "--lease-namespace", namespace)
+    async with refused_bindings(api_client, namespace):
+        first = await podium(*args)
+        second = None
+        if takeover == "standby":
+
+            async def leads() -> bool:
+                return "podium_leader 1.0" in await first.metrics()
+
+            await wait_until(leads, 30, 0.1, "the first replica leads", watch=first)
+            # The standby watches everything the leader writes, and takes over with that cache.
+            second = await podium(*args)
+
+        async def half_done() -> int:
+            return _half_done(await dra.claims(), await _pods(api_client, namespace))
+
+        await wait_for(half_done, timeout=60, interval=0.05, message="a claim allocated, no node")
+        first.kill()
+        claims_at_kill = await dra.claims()
+        allocated_unbound_at_kill = await half_done()
+        allocated_at_kill = len(allocated_devices(claims_at_kill))
+    assert allocated_unbound_at_kill > 0
+
+    if second is None:
+        second = await podium(*args)
+    await wait_bound(api_client, namespace, 24, 60, 0.2, "24 claim pods bound", watch=second)
+
+    pods = await _pods(api_client, namespace)
+    pending = sorted(p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName"))
+    assert len(pending) == 6, pending
+
+    def tried_after_restart() -> bool:  # each pending pod got a verdict from the new Podium
+        records = read_records(second.log_lines())
+        tried = {r["pod"] for r in records if r["result"] == "unschedulable"}
+        return set(pending) <= tried
+
+    await wait_until(tried_after_restart, 60, 0.2, "each pending pod tried after the restart")
+
+    claims = await dra.claims()
+    pods = await _pods(api_client, namespace)
+    taken = allocated_devices(claims)
+    assert len(taken) == 24, f"{len(taken)} devices allocated for 24 bound pods"
+    assert Counter(taken).most_common(1)[0][1] == 1, "a device was allocated twice"
+    for claim in claims:
+        status = claim.get("status") or {}
+        reserved = [r["uid"] for r in status.get("reservedFor") or []]
+        if "allocation" not in status:
+            assert not reserved, claim["metadata"]["name"]
+            continue
+        (uid,) = reserved
+        node = pods[uid]["spec"].get("nodeName")
+        assert node, f"{claim['metadata']['name']} holds a device for a pod with no node"
+        (result,) = status["allocation"]["devices"]["results"]
+        assert result["pool"] == node, "the device is not on the pod's node"
+    result = await check_invariants(
+        api_client, control_plane, namespace, expect_pending=pending, allow_unaudited=True
+    )
+    report(
+        f"podium-kill-9-claims-{takeover}",
+        result,
+        allocated_at_kill=allocated_at_kill,
+        allocated_unbound_at_kill=allocated_unbound_at_kill,
+    )
+
+
+async def test_podium_killed_mid_gang_binds_restarts_and_completes_every_gang(
+    api_client: ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+) -> None:
+    """15 gangs of 4 one-cpu members on 12 nodes of 4 cpu (room for 12 gangs). The Bindings
+    of each gang's last member are refused, and Podium is SIGKILLed once a gang is bound in
+    part; the refusal is lifted and Podium started again. Then 12 gangs
+    are bound whole and 3 not at all: no gang is left below its minCount."""
+    sched = f"{namespace[:30]}-g"
+    await node_factory(
+        [make_node(f"{namespace}-n{i}", cpu="4", labels={"suite": namespace}) for i in range(12)]
+    )
+    core = client.CoreV1Api(api_client)
+    gangs = [f"g{i:02d}" for i in range(15)]
+    for gang in gangs:
+        await create_group(api_client, namespace, pod_group(gang, 4))
+        for i in range(4):
+            body = member(f"{gang}-{i}", gang, sched, "1", {"suite": namespace})
+            await core.create_namespaced_pod(namespace, cast(Any, body))
+
+    # Each gang's last member cannot bind: the first three of a placed gang do.
+    async with refused_bindings(api_client, namespace, "object.metadata.name.endsWith('-3')"):
+        first = await podium("--scheduler-name", sched)
+
+        async def partial() -> int:
+            bound = await bound_by_group(api_client, namespace)
+            return sum(1 for g in gangs if 0 < len(bound.get(g, [])) < 4)
+
+        await wait_until(partial, 60, 0.02, "a gang bound in part", watch=first)
+        first.kill()
+        partial_at_kill = await partial()
+    assert partial_at_kill > 0
+
+    second = await podium("--scheduler-name", sched)
+    await wait_bound(api_client, namespace, 48, 60, 0.2, "12 gangs bound", watch=second)
+    bound = await bound_by_group(api_client, namespace)
+    left = [f"{g}-{i}" for g in gangs if not bound.get(g) for i in range(4)]
+
+    def tried_after_restart() -> bool:
+        records = read_records(second.log_lines())
+        tried = {r["pod"] for r in records if r["result"] == "unschedulable"}
+        return set(left) <= tried
+
+    await wait_until(tried_after_restart, 60, 0.2, "every member left tried after the restart")
+    bound = await bound_by_group(api_client, namespace)
+    counts = sorted(len(bound.get(g, [])) for g in gangs)
+    assert counts == [0] * 3 + [4] * 12, f"bound members per gang: {counts}"
+    result = await check_invariants(
+        api_client, control_plane, namespace, expect_pending=left, allow_unaudited=True
+    )
+    report("podium-kill-9-gangs", result, partial_gangs_at_kill=partial_at_kill)
