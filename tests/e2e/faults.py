@@ -212,10 +212,11 @@ def deny_admission(
     message: str,
     match_condition: str = "",
     namespace: str = "",
+    group: str = "",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A ValidatingAdmissionPolicy and its Deny binding, named ``name``.
 
-    ``operation`` on the core-group ``resource`` is refused with ``message``
+    ``operation`` on ``resource`` of API ``group`` (core by default) is refused with ``message``
     wherever the CEL ``validation`` is false, narrowed to objects matching the
     CEL ``match_condition`` and to one ``namespace`` when given. The API server
     loads new policies asynchronously: callers wait until a dry run is refused.
@@ -225,8 +226,8 @@ def deny_admission(
         "matchConstraints": {
             "resourceRules": [
                 {
-                    "apiGroups": [""],
-                    "apiVersions": ["v1"],
+                    "apiGroups": [group],
+                    "apiVersions": ["*"],
                     "operations": [operation],
                     "resources": [resource],
                 }

@@ -26,10 +26,13 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
-from podium.devcluster.objects import create_pod, wait_for
+from podium.devcluster.objects import create_pod, pod_events, wait_for
 from podium.framework.decision import read_records
 from podium.kube.manifests import make_node, make_pod
 from tests.e2e.dra import (
+    DRIVER,
+    GROUP,
+    VERSION,
     Dra,
     allocated_devices,
     claim_spec,
@@ -37,6 +40,7 @@ from tests.e2e.dra import (
     device,
     device_class,
     exactly,
+    resource_claim,
     resource_slice,
     with_claims,
 )
@@ -276,3 +280,71 @@ async def test_podium_killed_mid_gang_binds_restarts_and_completes_every_gang(
         api_client, control_plane, namespace, expect_pending=left, allow_unaudited=True
     )
     report("podium-kill-9-gangs", result, partial_gangs_at_kill=partial_at_kill)
+
+
+async def test_refused_claim_writes_hold_no_device_and_bind_once_lifted(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, dra: Dra
+) -> None:
+    """An admission policy refuses every ResourceClaim status write in the namespace, so
+    the allocation cannot be written. The pod is reported with the server's words and is
+    not bound; no allocation reaches the server, and the device Podium had in flight is
+    released: once the refusal is lifted, that pod and a second one take the node's two
+    devices."""
+    (node,) = await node_factory([make_node(f"{namespace}-n0")])
+    klass = f"{namespace}-gpu"
+    await dra.create("deviceclasses", device_class(klass))
+    devices = [device(f"gpu-{i}", index=i) for i in range(2)]
+    await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
+    for name in ("a", "b"):
+        await dra.create("resourceclaims", resource_claim(name, claim_spec(exactly("gpu", klass))))
+    admission = client.AdmissionregistrationV1Api(api_client)
+    policy, binding = deny_admission(
+        f"{namespace}-no-claim",
+        group=GROUP,
+        resource="resourceclaims/status",
+        operation="UPDATE",
+        validation="!has(object.status.allocation)",
+        message="claim write refused by the test",
+        namespace=namespace,
+    )
+    await admission.create_validating_admission_policy(cast(Any, policy))
+    await admission.create_validating_admission_policy_binding(cast(Any, binding))
+    custom = client.CustomObjectsApi(api_client)
+    try:
+
+        async def refused() -> bool:
+            claim = (await dra.claims())[0]
+            claim["status"] = {"allocation": {"devices": {"results": []}}}
+            try:
+                await custom.replace_namespaced_custom_object_status(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "resourceclaims",
+                    claim["metadata"]["name"],
+                    claim,
+                    dry_run="All",
+                )
+            except client.ApiException as exc:
+                return "claim write refused by the test" in str(exc.body)
+            return False
+
+        await wait_for(refused, timeout=30, interval=0.2, message="claim writes refused")
+        await podium()
+        await create_pod(api_client, namespace, with_claims(make_pod("a"), claims={"gpu": "a"}))
+
+        async def reported() -> str:
+            events = await pod_events(api_client, namespace, "a", "FailedScheduling")
+            return next((e.message for e in events if "claim write refused" in e.message), "")
+
+        message = await wait_for(reported, timeout=30, message="the refused write reported")
+        assert message.startswith('running PreBind plugin "DynamicResources"'), message
+        assert allocated_devices(await dra.claims()) == []
+    finally:
+        await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        await admission.delete_validating_admission_policy(policy["metadata"]["name"])
+
+    await create_pod(api_client, namespace, with_claims(make_pod("b"), claims={"gpu": "b"}))
+    await wait_bound(api_client, namespace, 2, 60, 0.2, "both claim pods bound")
+    taken = allocated_devices(await dra.claims())
+    assert sorted(taken) == [(DRIVER, node, "gpu-0"), (DRIVER, node, "gpu-1")]
