@@ -348,3 +348,116 @@ async def test_refused_claim_writes_hold_no_device_and_bind_once_lifted(
     await wait_bound(api_client, namespace, 2, 60, 0.2, "both claim pods bound")
     taken = allocated_devices(await dra.claims())
     assert sorted(taken) == [(DRIVER, node, "gpu-0"), (DRIVER, node, "gpu-1")]
+
+
+def _kind_device(name: str, kind: str, **extra: Any) -> dict[str, Any]:
+    return {**device(name, kind=kind), **extra}
+
+
+def _slice(name: str, node: str, pool: str, count: int, devices: list[dict[str, Any]]) -> Any:
+    body = resource_slice(name, node, devices)
+    body["spec"]["pool"] = {"name": pool, "generation": 1, "resourceSliceCount": count}
+    return body
+
+
+async def test_bad_slices_are_judged_as_kube_scheduler_judges_them(
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    kube_scheduler: Any,
+    dra: Dra,
+) -> None:
+    """Bad ResourceSlices, on a node for each scheduler: what the API server refuses is
+    refused; a pool whose two slices name the same device, and a device that consumes more
+    of a shared counter than its slice has, stay on the server. A claim on either leaves
+    its pod Pending with kube-scheduler's own message, a good device on the same node is
+    still allocated, and Podium keeps running."""
+    sides = {"p": "podium", "k": f"{namespace[:40]}-kube"}
+    nodes = await node_factory(
+        [make_node(f"{namespace}-{side}", labels={"side": side}) for side in sides]
+    )
+    refused: dict[str, int] = {}
+    for side, node in zip(sides, nodes, strict=True):
+        dup, ctr, good = f"{node}-dup", f"{node}-ctr", f"{node}-good"
+        for half in ("a", "b"):  # one pool, two slices, the same device name in both
+            await dra.create(
+                "resourceslices",
+                _slice(f"{dup}-{half}", node, dup, 2, [_kind_device("d-0", "dup")]),
+            )
+        # A device that consumes 1Ei of a counter the pool has 1Gi of.
+        counters = _slice(f"{ctr}-counters", node, ctr, 2, [])
+        del counters["spec"]["devices"]
+        counters["spec"]["sharedCounters"] = [
+            {"name": "mem", "counters": {"memory": {"value": "1Gi"}}}
+        ]
+        await dra.create("resourceslices", counters)
+        uses = [{"counterSet": "mem", "counters": {"memory": {"value": "1Ei"}}}]
+        await dra.create(
+            "resourceslices",
+            _slice(
+                f"{ctr}-devices", node, ctr, 2, [_kind_device("c-0", "ctr", consumesCounters=uses)]
+            ),
+        )
+        await dra.create(
+            "resourceslices", _slice(good, node, good, 1, [_kind_device("g-0", "good")])
+        )
+        if side == "p":  # what validation refuses, once
+            twice = _slice(f"{node}-twice", node, f"{node}-twice", 1, [device("t-0")] * 2)
+            bad_version = _slice(
+                f"{node}-ver",
+                node,
+                f"{node}-ver",
+                1,
+                [{"name": "v-0", "attributes": {"firmware": {"version": "not-a-version"}}}],
+            )
+            for label, body in (("duplicate-name", twice), ("bad-version", bad_version)):
+                try:
+                    await dra.create("resourceslices", body)
+                    refused[label] = 201
+                except client.ApiException as exc:
+                    refused[label] = int(exc.status)
+    assert refused == {"duplicate-name": 422, "bad-version": 422}, refused
+    for kind in ("dup", "ctr", "good"):
+        selector = f'device.attributes["{DRIVER}"].kind == "{kind}"'
+        await dra.create("deviceclasses", device_class(f"{namespace}-{kind}", selector))
+
+    await podium()
+    await kube_scheduler(sides["k"])
+    for side, scheduler in sides.items():
+        for kind in ("dup", "ctr", "good"):
+            name = f"{side}-{kind}"
+            spec = claim_spec(exactly("gpu", f"{namespace}-{kind}"))
+            await dra.create("resourceclaims", resource_claim(name, spec))
+            pod = make_pod(name, scheduler_name=scheduler, node_selector={"side": side})
+            await create_pod(api_client, namespace, with_claims(pod, claims={"gpu": name}))
+
+    async def decided() -> dict[str, dict[str, Any]] | None:
+        pods = {p["metadata"]["name"]: p for p in (await _pods(api_client, namespace)).values()}
+        for name, pod in pods.items():
+            conditions = (pod.get("status") or {}).get("conditions") or []
+            scheduled = next((c for c in conditions if c["type"] == "PodScheduled"), None)
+            if scheduled is None or (name.endswith("good") and scheduled["status"] != "True"):
+                return None
+        return pods if len(pods) == 6 else None
+
+    pods = await wait_for(decided, timeout=60, interval=0.3, message="all six pods decided")
+
+    def message(name: str) -> str:
+        conditions = pods[name]["status"]["conditions"]
+        return str(next(c for c in conditions if c["type"] == "PodScheduled").get("message", ""))
+
+    for kind in ("dup", "ctr"):
+        assert not pods[f"p-{kind}"]["spec"].get("nodeName"), kind
+        assert not pods[f"k-{kind}"]["spec"].get("nodeName"), kind
+        assert message(f"p-{kind}") == message(f"k-{kind}"), kind
+    for side, node in zip(sides, nodes, strict=True):
+        assert pods[f"{side}-good"]["spec"]["nodeName"] == node
+    taken = allocated_devices(await dra.claims())
+    assert sorted(taken) == sorted((DRIVER, f"{n}-good", "g-0") for n in nodes)
+    report(
+        "bad-resource-slices",
+        refused=refused,
+        dup=message("p-dup"),
+        ctr=message("p-ctr"),
+    )
