@@ -3,7 +3,8 @@
 The session API server serves the Workload API. The issue's cases run on Podium and on
 kube-scheduler v1.37.2 with GenericWorkload on, each on its own two nodes, and both must
 give the outcome in the table; then 20 gangs compete on Podium for room for 10 and no
-gang is ever left partly bound.
+gang is ever left partly bound; and minCount above the member count, raised and lowered
+after scheduling, ends as kube-scheduler ends it.
 """
 
 from __future__ import annotations
@@ -265,3 +266,82 @@ async def test_twenty_gangs_for_room_for_ten_never_partial(
     bound = await bound_by_group(api_client, namespace)
     counts = sorted(len(bound.get(g, [])) for g in gangs)
     assert counts == [0] * 10 + [4] * 10, f"bound members per gang: {counts} ({samples} samples)"
+
+
+async def test_min_count_above_members_and_changed_after_scheduling_match_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    kube_scheduler: Any,
+    podium: Any,
+) -> None:
+    """minCount is mutable in 1.37. On each scheduler's two nodes: "grow" (minCount 2, two
+    members) is scheduled, then raised to 3 with a third member; "shrink" (minCount 4,
+    three members) waits, then is lowered to 3; "over" (minCount 5, three members) waits
+    throughout. Both schedulers bind grow's third member and all of shrink, and leave
+    over unbound with no condition."""
+    sides = {"kube": f"{namespace[:30]}-k", "podium": f"{namespace[:30]}-p"}
+    kube = await kube_scheduler(sides["kube"], feature_gates=WORKLOAD_GATES)
+    proc = await podium("--scheduler-name", sides["podium"], "--log-level", "DEBUG")
+    core = client.CoreV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    groups = {"grow": (2, 2), "shrink": (4, 3), "over": (5, 3)}  # minCount, members
+    for side in sides.values():
+        await node_factory(
+            [make_node(f"{side}-n{i}", cpu="4", labels={SIDE: side}) for i in range(2)]
+        )
+        for group, (min_count, members) in groups.items():
+            name = f"{side}-{group}"
+            await create_group(api_client, namespace, pod_group(name, min_count))
+            for i in range(members):
+                body = member(f"{name}-{i}", name, side, "100m", {SIDE: side})
+                await core.create_namespaced_pod(namespace, cast(Any, body))
+
+    async def outcome() -> dict[str, dict[str, tuple[int, str | None]]]:
+        bound = await bound_by_group(api_client, namespace)
+        got: dict[str, dict[str, tuple[int, str | None]]] = {}
+        for key, side in sides.items():
+            got[key] = {}
+            for group in groups:
+                cond = await group_condition(api_client, namespace, f"{side}-{group}")
+                got[key][group] = (
+                    len(bound.get(f"{side}-{group}", [])),
+                    cond["reason"] if cond else None,
+                )
+        return got
+
+    first = {"grow": (2, "Scheduled"), "shrink": (0, None), "over": (0, None)}
+    waiting = [f"{sides['podium']}-{g}-{i}" for g in ("shrink", "over") for i in range(3)]
+
+    async def phase_one() -> bool:
+        told = {
+            json.loads(line).get("pod")
+            for line in proc.log_lines()
+            if '"pod_group_waiting"' in line
+        }
+        parked = await _kube_pending(kube)
+        return (
+            told >= set(waiting)
+            and parked.get("gated", 0) + parked.get("incomplete", 0) == 6
+            and all(o == first for o in (await outcome()).values())
+        )
+
+    await wait_for(phase_one, timeout=30, interval=0.5, message="grow bound, the others waiting")
+
+    replace = [{"op": "replace", "path": "/spec/schedulingPolicy/gang/minCount", "value": 3}]
+    for side in sides.values():
+        for group in ("grow", "shrink"):
+            await custom.patch_namespaced_custom_object(
+                "scheduling.k8s.io", "v1beta1", namespace, "podgroups", f"{side}-{group}", replace
+            )
+        third = member(f"{side}-grow-2", f"{side}-grow", side, "100m", {SIDE: side})
+        await core.create_namespaced_pod(namespace, cast(Any, third))
+    second = {"grow": (3, "Scheduled"), "shrink": (3, "Scheduled"), "over": (0, None)}
+
+    async def phase_two() -> bool:
+        return all(o == second for o in (await outcome()).values())
+
+    try:
+        await wait_for(phase_two, timeout=60, interval=0.5, message="grow and shrink bound")
+    except TimeoutError:
+        raise AssertionError(f"expected {second} on both sides, got {await outcome()}") from None
