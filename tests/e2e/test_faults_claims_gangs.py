@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -460,4 +461,124 @@ async def test_bad_slices_are_judged_as_kube_scheduler_judges_them(
         refused=refused,
         dup=message("p-dup"),
         ctr=message("p-ctr"),
+    )
+
+
+@pytest.mark.parametrize("round_", range(5))
+async def test_gangs_and_claim_pods_race_while_churn_frees_devices(
+    round_: int,
+    api_client: ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    dra: Dra,
+) -> None:
+    """12 gangs of 4 (500m each) and 60 claim pods (100m and a device) race for 6 nodes of
+    4 cpu and 3 devices, created at once, while every 200 ms for 5 s a bound claim pod and
+    its claim are deleted (the resourceclaim controller's part), freeing a device for the
+    next. Once every pod left Pending has been tried again: no device is held twice or for
+    a pod that is gone or elsewhere, no node is over its cpu, every gang is bound whole or
+    not at all, and no claim pod waits while a node has both a free device and room."""
+    rng = random.Random(round_)
+    sched = f"{namespace[:40]}-r"
+    nodes = await node_factory(
+        [make_node(f"{namespace}-n{i}", cpu="4", labels={"suite": namespace}) for i in range(6)]
+    )
+    klass = f"{namespace}-gpu"
+    await dra.create("deviceclasses", device_class(klass))
+    for node in nodes:
+        devices = [device(f"gpu-{i}", index=i) for i in range(3)]
+        await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
+    await dra.create(
+        "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
+    )
+    proc = await podium("--scheduler-name", sched)
+    core = client.CoreV1Api(api_client)
+    gangs = [f"g{i:02d}" for i in range(12)]
+
+    async def gang(name: str) -> None:
+        await create_group(api_client, namespace, pod_group(name, 4))
+        for i in range(4):
+            body = member(f"{name}-{i}", name, sched, "500m", {"suite": namespace})
+            await core.create_namespaced_pod(namespace, cast(Any, body))
+
+    async def claim_pod(name: str) -> None:
+        body = make_pod(name, cpu="100m", scheduler_name=sched, node_selector={"suite": namespace})
+        await create_pod(api_client, namespace, with_claims(body, {"gpu": "one"}))
+        await dra.instantiate(name)
+
+    work = [gang(g) for g in gangs] + [claim_pod(f"c{i:02d}") for i in range(60)]
+    rng.shuffle(work)
+    await asyncio.gather(*work)
+
+    deleted: list[str] = []
+    for _ in range(25):
+        pods = await _pods(api_client, namespace)
+        bound = [
+            p["metadata"]["name"]
+            for p in pods.values()
+            if p["metadata"]["name"].startswith("c") and p["spec"].get("nodeName")
+        ]
+        if bound:
+            victim = rng.choice(bound)
+            await core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
+            for claim in await dra.claims():
+                if claim["metadata"]["name"].startswith(f"{victim}-"):
+                    await dra.delete_claim(claim["metadata"]["name"])
+            deleted.append(victim)
+        await asyncio.sleep(0.2)  # the churn's pace, not a wait for an outcome
+
+    def failures() -> Counter[str]:
+        records = read_records(proc.log_lines())
+        return Counter(r["pod"] for r in records if r["result"] == "unschedulable")
+
+    before = failures()
+
+    async def quiet() -> bool:
+        pods = await _pods(api_client, namespace)
+        pending = [p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName")]
+        after = failures()
+        return all(after[name] > before[name] for name in pending)
+
+    await wait_until(quiet, 60, 0.5, "every pending pod tried after the churn", watch=proc)
+
+    pods = await _pods(api_client, namespace)
+    claims = await dra.claims()
+    taken = allocated_devices(claims)
+    assert Counter(taken).most_common(1)[0][1] == 1, "a device was allocated twice"
+    for claim in claims:
+        status = claim.get("status") or {}
+        if "allocation" not in status:
+            continue
+        owner = pods.get(claim["metadata"]["ownerReferences"][0]["uid"])
+        (result,) = status["allocation"]["devices"]["results"]
+        assert owner is not None, f"{claim['metadata']['name']} holds a device for a gone pod"
+        assert owner["spec"].get("nodeName") == result["pool"], claim["metadata"]["name"]
+    by_group = await bound_by_group(api_client, namespace)
+    counts = sorted(len(by_group.get(g, [])) for g in gangs)
+    assert set(counts) <= {0, 4}, f"bound members per gang: {counts}"
+    cpu_used: Counter[str] = Counter()
+    devices_used: Counter[str] = Counter(result[1] for result in taken)
+    for pod in pods.values():
+        node = pod["spec"].get("nodeName")
+        if node:
+            cpu_used[node] += 500 if pod["metadata"]["name"].startswith("g") else 100
+    waiting = [
+        p["metadata"]["name"]
+        for p in pods.values()
+        if p["metadata"]["name"].startswith("c") and not p["spec"].get("nodeName")
+    ]
+    room = [n for n in nodes if devices_used[n] < 3 and cpu_used[n] <= 3900]
+    assert not (waiting and room), f"{waiting} wait while {room} have a device and room"
+    pending = [p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName")]
+    result = await check_invariants(
+        api_client, control_plane, namespace, expect_pending=pending, allow_unaudited=False
+    )
+    report(
+        f"race-gangs-claims-{round_}",
+        result,
+        gangs_bound=counts.count(4),
+        claim_pods_deleted=len(deleted),
+        devices_taken=len(taken),
     )
