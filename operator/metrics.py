@@ -136,7 +136,8 @@ class Metrics:
         )
         self.loop_max_stall = Gauge(
             "podium_event_loop_max_stall_seconds",
-            "The longest event-loop stall the probe has seen since start.",
+            "The longest event-loop stall since start that Podium's own work held: a probe's "
+            "lateness, capped at the CPU time the loop's thread used meanwhile.",
             registry=r,
         )
         self.events = Counter(

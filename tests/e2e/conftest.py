@@ -20,6 +20,7 @@ import pytest_asyncio
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
+from tests.e2e.dra import Dra
 from tests.e2e.overbooking import assert_no_overbooking
 from tests.e2e.queues import pending_pods
 
@@ -74,6 +75,14 @@ async def _wait_ready(proc: PodiumProcess, limit: float = 60.0) -> None:
                 pass
             await asyncio.sleep(0.1)
     raise TimeoutError("podium did not become ready")
+
+
+@pytest_asyncio.fixture(loop_scope="session")
+async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
+    """DRA objects for one test; cluster-scoped ones and claim finalizers go afterwards."""
+    made = Dra(api_client, namespace)
+    yield made
+    await made.cleanup()
 
 
 @pytest_asyncio.fixture(loop_scope="session")

@@ -5,11 +5,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import Counter
-from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
@@ -33,13 +31,6 @@ from .queues import all_parked
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 FINALIZER = "resource.kubernetes.io/delete-protection"
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
-    made = Dra(api_client, namespace)
-    yield made
-    await made.cleanup()
 
 
 async def read_pod(api: ApiClient, namespace: str, name: str) -> dict[str, Any]:

@@ -20,12 +20,10 @@ import asyncio
 import collections
 import json
 import re
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
 import pytest
-import pytest_asyncio
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -59,13 +57,6 @@ _DEVICE = re.compile(r"gpu\.example\.com/[^ :]+")
 
 def _normalized(message: str) -> str:
     return _DEVICE.sub("<device>", _CLAIM.sub("<claim>", message))
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
-    made = Dra(api_client, namespace)
-    yield made
-    await made.cleanup()
 
 
 async def _decide(
