@@ -158,9 +158,10 @@ def _nominated_case(
     nominated pod is counted; otherwise n0 is full too and its victim is the cheaper
     one, so preemption picks n0 unless the nominated pod is counted there.
     ``constraint``: "spread" (a DoNotSchedule constraint on ``key``), "anti" (required
-    anti-affinity on ``key``) or "existing" (the nominated pod's own anti-affinity
-    against the preemptor; ``guard`` puts a bound pod with the same anti-affinity on
-    n1, so that InterPodAffinity's PreFilter is not skipped).
+    anti-affinity on ``key``), "affinity" (required affinity on ``key``) or "existing"
+    (the nominated pod's own anti-affinity against the preemptor; ``guard`` puts a
+    bound pod with the same anti-affinity on n1, so that InterPodAffinity's PreFilter
+    is not skipped).
     """
     case = Case(seed=-1, label=label)
     base = {"diff": prefix}
@@ -201,6 +202,10 @@ def _nominated_case(
         ]
     elif constraint == "anti":
         preemptor["spec"]["affinity"] = _anti({WAITING_LABEL: label}, key)
+    elif constraint == "affinity":
+        term = {"labelSelector": selector, "topologyKey": key}
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        preemptor["spec"]["affinity"] = {"podAffinity": required}
     else:
         waiting["spec"]["affinity"] = _anti({PREEMPTOR: "yes"}, key)
     case.waiting.append(waiting)
@@ -252,6 +257,23 @@ def nominated_cases(prefix: str) -> list[Case]:
         # Lower priority: not counted, so n0's cheaper victim wins.
         _nominated_case(
             f"{prefix}-f", "spread-low", room=False, waiting_priority=500, constraint="spread"
+        ),
+        # Affinity met only by the nominated pod: the pass without it fails, nothing helps.
+        _nominated_case(
+            f"{prefix}-g",
+            "affinity-full",
+            room=False,
+            waiting_priority=2000,
+            constraint="affinity",
+        ),
+        # No pod has terms against the preemptor but the nominated one: InterPodAffinity's
+        # PreFilter skips, so AddPod never sees its anti-affinity and n0 wins.
+        _nominated_case(
+            f"{prefix}-h",
+            "existing-anti-skipped",
+            room=False,
+            waiting_priority=2000,
+            constraint="existing",
         ),
     ]
 
