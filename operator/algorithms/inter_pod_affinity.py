@@ -408,6 +408,14 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
             affinity, anti, affinity_counts, anti_counts, existing, _matches_all(affinity, pod)
         )
 
+    def add_pods(self, cycle: Cycle) -> None:
+        """AddPod (preFilterState.updateWithPod, +1): the three counts recounted with the
+        edited rows. A PreFilter that Go skips (no terms either way) stays skipped, so an
+        added pod's anti-affinity is then not checked, as in Go."""
+        if cycle.state.get("InterPodAffinity/filter") is None:
+            return
+        cycle.state["InterPodAffinity/filter"] = self._filter_state(cycle, self._incoming(cycle))
+
     def _state(self, cycle: Cycle) -> _FilterState | None:
         if "InterPodAffinity/filter" not in cycle.state:
             parsed = self._incoming(cycle)

@@ -424,6 +424,16 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
             state.self_match.append(int(c.matches(cycle.pod)))
         return state
 
+    def add_pods(self, cycle: Cycle) -> None:
+        """AddPod (updateWithPod, +1): the counts of the edited rows' domains, recounted.
+
+        A pod without DoNotSchedule constraints has no filter state to update, as in Go.
+        """
+        if cycle.state.get("PodTopologySpread/filter") is None:
+            return
+        cycle.state["PodTopologySpread/counts"] = {}  # the copy's own, not the original's
+        cycle.state["PodTopologySpread/filter"] = self._filter_state(cycle)
+
     def _state(self, cycle: Cycle) -> _FilterState | None:
         if "PodTopologySpread/filter" not in cycle.state:
             cycle.state["PodTopologySpread/filter"] = self._filter_state(cycle)

@@ -18,14 +18,18 @@ import numpy as np
 from podium.framework.plugin import Cycle, IndexArray, IntArray
 from podium.framework.profile import Profile
 from podium.kube.objects import PodInfo
-from podium.state.snapshot import RowBackup, Snapshot
+from podium.state.snapshot import Snapshot
 
 __all__ = [
     "NO_NODES_MSG",
     "Diagnosis",
+    "Held",
     "Nominated",
     "Placement",
     "PreFilterOutcome",
+    "filter_nodes",
+    "filter_with_nominated",
+    "nominated_rows",
     "num_feasible_nodes_to_find",
     "run_filters",
     "run_pre_filters",
@@ -132,27 +136,68 @@ Nominated = Mapping[str, Mapping[str, PodInfo]]
 """Pods nominated to nodes by earlier preemptions: node name -> uid -> pod."""
 
 
-def reserve_nominated(
-    snapshot: Snapshot, pod: PodInfo, nominated: Nominated | None
-) -> list[tuple[int, RowBackup]]:
-    """addGENominatedPods: pods of equal or higher priority nominated to a node hold their room.
+Held = dict[int, list[PodInfo]]
+"""Snapshot row -> the nominated pods that hold room there for the cycle's pod."""
 
-    Adds them to their node's row in place; ``release_nominated`` undoes it.
-    """
-    edits: list[tuple[int, RowBackup]] = []
+
+def nominated_rows(snapshot: Snapshot, pod: PodInfo, nominated: Nominated | None) -> Held:
+    """addGENominatedPods' choice: per row, the pods nominated there of equal or higher
+    priority than ``pod``, other than ``pod`` itself. Rows without any are left out."""
+    held: Held = {}
     for node, pods in (nominated or {}).items():
         row = snapshot.index.get(node)
         if row is None:
             continue
-        held = [p for p in pods.values() if p.priority >= pod.priority and p.uid != pod.uid]
-        if held:
-            edits.append((row, snapshot.edit_row(row, add=held)))
-    return edits
+        chosen = [p for p in pods.values() if p.priority >= pod.priority and p.uid != pod.uid]
+        if chosen:
+            held[row] = chosen
+    return held
 
 
-def release_nominated(snapshot: Snapshot, edits: list[tuple[int, RowBackup]]) -> None:
-    for row, backup in reversed(edits):
+def filter_with_nominated(
+    profile: Profile, cycle: Cycle, row: int, held: list[PodInfo], diagnosis: Diagnosis | None
+) -> bool:
+    """RunFilterPluginsWithNominatedPods on one node that has ``held`` pods nominated.
+
+    First pass: the pods added to the node's row and to a copy of the PreFilter state
+    (each plugin's ``add_pods``, Go's RunPreFilterExtensionAddPod), so resources, ports,
+    topology spread and inter-pod (anti-)affinity all count them. Only if that passes,
+    a second pass without them, on the state as PreFilter left it. The node is feasible
+    when both pass; the failing pass's reasons go to ``diagnosis``.
+    """
+    snapshot = cycle.snapshot
+    nodes = np.array([row], dtype=np.intp)
+    backup = snapshot.edit_row(row, add=held)
+    try:
+        added = Cycle(cycle.pod, snapshot, dict(cycle.state))
+        for plugin in profile.filters:
+            plugin.add_pods(added)
+        passed = run_filters(profile, added, nodes, diagnosis).size > 0
+    finally:
         snapshot.restore_row(row, backup)
+    return passed and run_filters(profile, cycle, nodes, diagnosis).size > 0
+
+
+def filter_nodes(
+    profile: Profile,
+    cycle: Cycle,
+    nodes: IndexArray,
+    diagnosis: Diagnosis | None,
+    held: Held,
+) -> IndexArray:
+    """The feasible ``nodes``, in order: the nodes without nominated pods in one vector
+    pass, each node with some through ``filter_with_nominated``."""
+    special = np.isin(nodes, np.fromiter(held, dtype=np.intp, count=len(held))) if held else None
+    if special is None or not special.any():
+        return run_filters(profile, cycle, nodes, diagnosis)
+    keep = np.zeros(nodes.size, dtype=bool)
+    plain = ~special
+    keep[plain] = np.isin(nodes[plain], run_filters(profile, cycle, nodes[plain], diagnosis))
+    for i in np.flatnonzero(special):
+        row = int(nodes[i])
+        keep[i] = filter_with_nominated(profile, cycle, row, held[row], diagnosis)
+    out: IndexArray = nodes[keep]
+    return out
 
 
 @dataclass(slots=True)
@@ -254,7 +299,8 @@ def schedule(
     nominated_node: str = "",
     within: frozenset[str] | None = None,
 ) -> Placement:
-    """One cycle; ``nominated`` pods reserve room while filters run (not while scoring).
+    """One cycle; ``nominated`` pods reserve room while filters run (not while scoring),
+    on their own nodes only (``filter_with_nominated``).
 
     ``within`` (a pod-group trial, Go's AssumePlacement) limits the candidate nodes
     only: every plugin still sees the whole cluster, as PreFilter does in Go.
@@ -281,28 +327,25 @@ def schedule(
 
     filter_started = time.perf_counter()
     prefilter_seconds = filter_started - prefilter_started
-    edits = reserve_nominated(snapshot, pod, nominated)
-    try:
-        node = nominated_node or pod.nominated_node
-        row = snapshot.index.get(node) if node else None
-        if row is not None and (within is None or node in within):
-            # evaluateNominatedNode: the node an earlier preemption freed is tried first.
-            nodes = np.array([row], dtype=np.intp)
-            if run_filters(profile, cycle, nodes, None).size:
-                return Placement(
-                    node=node,
-                    evaluated=1,
-                    feasible=1,
-                    candidates=nodes,
-                    nominated=node,
-                    prefilter_seconds=prefilter_seconds,
-                    filter_seconds=time.perf_counter() - filter_started,
-                )
-        candidates, processed = _find_feasible(
-            profile, snapshot, cycle, state, diagnosis, allowed, restricting, within
-        )
-    finally:
-        release_nominated(snapshot, edits)
+    held = nominated_rows(snapshot, pod, nominated)
+    node = nominated_node or pod.nominated_node
+    row = snapshot.index.get(node) if node else None
+    if row is not None and (within is None or node in within):
+        # evaluateNominatedNode: the node an earlier preemption freed is tried first.
+        nodes = np.array([row], dtype=np.intp)
+        if filter_nodes(profile, cycle, nodes, None, held).size:
+            return Placement(
+                node=node,
+                evaluated=1,
+                feasible=1,
+                candidates=nodes,
+                nominated=node,
+                prefilter_seconds=prefilter_seconds,
+                filter_seconds=time.perf_counter() - filter_started,
+            )
+    candidates, processed = _find_feasible(
+        profile, snapshot, cycle, state, diagnosis, allowed, restricting, within, held
+    )
     placement = Placement(
         evaluated=processed,
         feasible=int(candidates.size),
@@ -350,7 +393,10 @@ def _find_feasible(
     allowed: frozenset[str] | None,
     restricting: list[str],
     within: frozenset[str] | None = None,
+    held: Held | None = None,
 ) -> tuple[IndexArray, int]:
+    """findNodesThatPassFilters: a node counts as feasible only when it passes
+    RunFilterPluginsWithNominatedPods (both passes where it has ``held`` pods)."""
     total = len(snapshot)
     # The rotated order is built whole only when a restriction must look at every node;
     # otherwise each chunk is computed when reached, as most cycles stop after the first.
@@ -372,7 +418,7 @@ def _find_feasible(
             nodes = (state.next_start + np.arange(start, stop, dtype=np.intp)) % total
         else:
             nodes = order[start : start + chunk]
-        fit = run_filters(profile, cycle, nodes, diagnosis)
+        fit = filter_nodes(profile, cycle, nodes, diagnosis, held or {})
         if found + fit.size >= wanted:
             fit = fit[: wanted - found]
             if not fit.size:

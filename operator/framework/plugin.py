@@ -133,6 +133,11 @@ class FilterPlugin(Plugin):
         """A concrete, human sentence for why ``node`` was rejected."""
         return ""
 
+    def add_pods(self, cycle: Cycle) -> None:
+        """PreFilterExtensions.AddPod: ``cycle`` holds a copy of the PreFilter state and
+        its snapshot has rows that gained pods (nominated pods); a plugin whose PreFilter
+        counted pods brings its copy up to them. Most plugins read rows live: no-op."""
+
 
 class ScorePlugin(Plugin):
     default_weight: ClassVar[int] = 1

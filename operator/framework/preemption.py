@@ -19,7 +19,7 @@ plugin (pkg/scheduler/framework/preemption, plugins/defaultpreemption):
 
 Pure: it decides, and ``podium.scheduling.preemptor`` carries the decision out. Pods
 nominated by earlier preemptions hold their room on their node for pods of
-lower priority (``podium.scheduling.nominator``, ``podium.framework.cycle.reserve_nominated``).
+lower priority (``podium.scheduling.nominator``, ``podium.framework.cycle.filter_with_nominated``).
 """
 
 from __future__ import annotations
@@ -143,13 +143,33 @@ def filter_victims_with_pdb_violation(
     return violating, others
 
 
-def filter_node(profile: Profile, snapshot: Snapshot, pod: PodInfo, row: int) -> NodeStatus:
-    """RunFilterPlugins on one node of the (edited) snapshot, PreFilter state rebuilt."""
+def filter_node(
+    profile: Profile, snapshot: Snapshot, pod: PodInfo, row: int, held: Sequence[PodInfo] = ()
+) -> NodeStatus:
+    """RunFilterPluginsWithNominatedPods on one node of the (edited) snapshot, PreFilter
+    state rebuilt: with the ``held`` nominated pods added to the row and (AddPod) to a
+    copy of that state, then, only if that passes and some were added, without them."""
     cycle = Cycle(pod, snapshot)
     for plugin in profile.filters:
         result = plugin.pre_filter(cycle)
         if result is not None and result.reject:
             return NodeStatus(False, result.unresolvable, [result.reject])
+    if held:
+        backup = snapshot.edit_row(row, add=held)
+        try:
+            added = Cycle(pod, snapshot, dict(cycle.state))
+            for plugin in profile.filters:
+                plugin.add_pods(added)
+            status = _run_filters_on(profile, added, row)
+        finally:
+            snapshot.restore_row(row, backup)
+        if not status.fits:
+            return status
+    return _run_filters_on(profile, cycle, row)
+
+
+def _run_filters_on(profile: Profile, cycle: Cycle, row: int) -> NodeStatus:
+    """RunFilterPlugins on one node: the first plugin that rejects it gives the status."""
     nodes = np.array([row], dtype=np.intp)
     for plugin in profile.filters:
         hits = [r for r in plugin.filter(cycle, nodes) if bool(r.mask[0])]
@@ -177,9 +197,9 @@ def select_victims_on_node(
     if not potential:
         return [], 0, NodeStatus(False, True, [NO_VICTIMS])
     held = _held((nominated or {}).get(snapshot.names[row]), pod)
-    backup = snapshot.edit_row(row, remove=potential, add=held)
+    backup = snapshot.edit_row(row, remove=potential)
     try:
-        status = filter_node(profile, snapshot, pod, row)
+        status = filter_node(profile, snapshot, pod, row, held)
         if not status.fits:
             return [], 0, status
         potential.sort(key=_importance(now))
@@ -189,7 +209,7 @@ def select_victims_on_node(
 
         def reprieve(victim: PodInfo) -> bool:
             undo = snapshot.edit_row(row, add=[victim])
-            if filter_node(profile, snapshot, pod, row).fits:
+            if filter_node(profile, snapshot, pod, row, held).fits:
                 return True
             snapshot.restore_row(row, undo)
             victims.append(victim)

@@ -46,11 +46,13 @@ from podium.framework.cycle import (
     UNSCHEDULABLE,
     UNSEEN,
     Diagnosis,
+    Held,
     Placement,
     Scheduler,
     _find_feasible,
     _restricted_order,
     _score,
+    filter_nodes,
     num_feasible_nodes_to_find,
     run_filters,
 )
@@ -251,6 +253,7 @@ def ref_find_feasible(
     allowed: frozenset[str] | None,
     restricting: list[str],
     within: frozenset[str] | None = None,
+    held: Held | None = None,
 ) -> tuple[IndexArray, int]:
     total = len(snapshot)
     # The rotated order is built whole only when a restriction must look at every node;
@@ -273,7 +276,10 @@ def ref_find_feasible(
             nodes = (state.next_start + np.arange(start, stop, dtype=np.intp)) % total
         else:
             nodes = order[start : start + chunk]
-        fit = ref_run_filters(profile, cycle, nodes, diagnosis)
+        if held:
+            fit = filter_nodes(profile, cycle, nodes, diagnosis, held)
+        else:
+            fit = ref_run_filters(profile, cycle, nodes, diagnosis)
         if found + fit.size >= wanted:
             fit = fit[: wanted - found]
             last = int(np.flatnonzero(nodes == fit[-1])[0]) if fit.size else -1

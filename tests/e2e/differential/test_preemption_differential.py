@@ -12,6 +12,13 @@ candidate, on the victims and the node the pod ends on. Where it preempts, the
 preemptor's PodScheduled condition as the API server stored it with the
 nomination (handleSchedulingFailure writes both at once) must be present with
 the same reason and message (node names aside where the best candidate is not unique).
+
+Then preemptions in flight (``nominated_cases``): a pending pod that fits
+nowhere, with preemptionPolicy Never so that its own failures keep its
+nomination, is nominated to a node through pods/status, as an earlier
+preemption would have left it; it matches the preemptor's topology spread
+selector or (anti-)affinity, so whether RunFilterPluginsWithNominatedPods
+counts it on its node decides where, or whether, the preemptor preempts.
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.framework.cycle import Scheduler
 from podium.framework.preemption import best_candidates, evaluate
 from podium.kube.manifests import make_node, make_pod
-from podium.kube.objects import parse_node, parse_pod
+from podium.kube.objects import PodInfo, parse_node, parse_pod
 from podium.policy import build_profile
 from podium.state.snapshot import build_snapshot
 
@@ -42,6 +49,8 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 KUBE, PODIUM = "preempt-kube", "preempt-podium"
 PREEMPTOR = "preemptor"
 SETTLE = 0.4
+# The nomination reaches the scheduler as a watch event after the write returns.
+NOMINATION_SETTLE = 1.0
 _PLACEMENT = re.compile(r"(found a potential placement for pod on node )\S+(, preempting)")
 
 
@@ -53,6 +62,10 @@ class Case:
     preemptor: dict[str, Any] = field(default_factory=dict)
     # Status written through pods/status after creation, by pod name.
     statuses: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Pending pods, scheduled by the scheduler under test, nominated to a node by name.
+    waiting: list[dict[str, Any]] = field(default_factory=list)
+    nominations: dict[str, str] = field(default_factory=dict)
+    label: str = ""
 
 
 def _asks(rng: random.Random, case: Case, pod: dict[str, Any], millis: int) -> None:
@@ -124,6 +137,147 @@ def generate(seed: int, prefix: str) -> Case:
     return case
 
 
+WAITING_LABEL = "app"
+ZONE = "topology.kubernetes.io/zone"
+HOSTNAME = "kubernetes.io/hostname"
+
+
+def _nominated_case(
+    prefix: str,
+    label: str,
+    *,
+    room: bool,
+    waiting_priority: int,
+    constraint: str,
+    key: str = HOSTNAME,
+    guard: bool = False,
+) -> Case:
+    """n0 (zone-a) and n1 (zone-b), each with a low-priority pod; a pod nominated to n0.
+
+    ``room``: n0 has 3 of its 4 CPU free, so the preemptor fits there unless the
+    nominated pod is counted; otherwise n0 is full too and its victim is the cheaper
+    one, so preemption picks n0 unless the nominated pod is counted there.
+    ``constraint``: "spread" (a DoNotSchedule constraint on ``key``), "anti" (required
+    anti-affinity on ``key``), "affinity" (required affinity on ``key``) or "existing"
+    (the nominated pod's own anti-affinity against the preemptor; ``guard`` puts a
+    bound pod with the same anti-affinity on n1, so that InterPodAffinity's PreFilter
+    is not skipped).
+    """
+    case = Case(seed=-1, label=label)
+    base = {"diff": prefix}
+    for n, zone in enumerate(("zone-a", "zone-b")):
+        case.nodes.append(
+            make_node(f"{prefix}-n{n}", cpu="4", memory="8Gi", labels={**base, ZONE: zone})
+        )
+    victims = (("1", 5), ("4", 5)) if room else (("4", 1), ("4", 5))
+    for n, (cpu, priority) in enumerate(victims):
+        pod = make_pod(
+            f"n{n}-p0", cpu=cpu, priority=priority, node_name=f"{prefix}-n{n}", labels=base
+        )
+        if guard and n == 1:
+            pod["spec"]["affinity"] = _anti({PREEMPTOR: "yes"}, HOSTNAME)
+        case.pods.append(pod)
+    waiting = make_pod(
+        "waiting",
+        cpu="100m",
+        priority=waiting_priority,
+        labels={WAITING_LABEL: label},
+        node_selector={"nowhere": "true"},
+        preemption_policy="Never",
+    )
+    preemptor = make_pod(
+        PREEMPTOR, cpu="1", priority=1000, node_selector=base, labels={PREEMPTOR: "yes"}
+    )
+    selector = {"matchLabels": {WAITING_LABEL: label}}
+    if constraint == "spread":
+        # The preemptor matches its own selector: Go's selfMatchNum is 1.
+        preemptor["metadata"]["labels"][WAITING_LABEL] = label
+        preemptor["spec"]["topologySpreadConstraints"] = [
+            {
+                "maxSkew": 1,
+                "topologyKey": key,
+                "whenUnsatisfiable": "DoNotSchedule",
+                "labelSelector": selector,
+            }
+        ]
+    elif constraint == "anti":
+        preemptor["spec"]["affinity"] = _anti({WAITING_LABEL: label}, key)
+    elif constraint == "affinity":
+        term = {"labelSelector": selector, "topologyKey": key}
+        required = {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
+        preemptor["spec"]["affinity"] = {"podAffinity": required}
+    else:
+        waiting["spec"]["affinity"] = _anti({PREEMPTOR: "yes"}, key)
+    case.waiting.append(waiting)
+    case.nominations["waiting"] = f"{prefix}-n0"
+    case.preemptor = preemptor
+    return case
+
+
+def _anti(labels: dict[str, str], key: str) -> dict[str, Any]:
+    term = {"labelSelector": {"matchLabels": labels}, "topologyKey": key}
+    return {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
+
+
+def nominated_cases(prefix: str) -> list[Case]:
+    """Each case's nominated pod changes the decision only if counted on its node."""
+    return [
+        # Higher priority, on n0: n0 is rejected, so the preemptor preempts on n1.
+        _nominated_case(
+            f"{prefix}-a", "spread-host", room=True, waiting_priority=2000, constraint="spread"
+        ),
+        _nominated_case(
+            f"{prefix}-b",
+            "spread-zone",
+            room=True,
+            waiting_priority=1000,
+            constraint="spread",
+            key=ZONE,
+        ),
+        _nominated_case(
+            f"{prefix}-c", "anti-host", room=True, waiting_priority=2000, constraint="anti"
+        ),
+        _nominated_case(
+            f"{prefix}-d",
+            "existing-anti",
+            room=True,
+            waiting_priority=2000,
+            constraint="existing",
+            guard=True,
+        ),
+        # Both full: the dry run counts it on n0 too, and n0's cheaper victim loses.
+        _nominated_case(
+            f"{prefix}-e",
+            "anti-zone-full",
+            room=False,
+            waiting_priority=2000,
+            constraint="anti",
+            key=ZONE,
+        ),
+        # Lower priority: not counted, so n0's cheaper victim wins.
+        _nominated_case(
+            f"{prefix}-f", "spread-low", room=False, waiting_priority=500, constraint="spread"
+        ),
+        # Affinity met only by the nominated pod: the pass without it fails, nothing helps.
+        _nominated_case(
+            f"{prefix}-g",
+            "affinity-full",
+            room=False,
+            waiting_priority=2000,
+            constraint="affinity",
+        ),
+        # No pod has terms against the preemptor but the nominated one: InterPodAffinity's
+        # PreFilter skips, so AddPod never sees its anti-affinity and n0 wins.
+        _nominated_case(
+            f"{prefix}-h",
+            "existing-anti-skipped",
+            room=False,
+            waiting_priority=2000,
+            constraint="existing",
+        ),
+    ]
+
+
 @dataclass
 class Outcome:
     node: str = ""
@@ -142,14 +296,22 @@ def _dry_run(case: Case) -> dict[str, Any]:
         body["status"] = case.statuses.get(pod["metadata"]["name"], {})
         bound.append(parse_pod(body))
     _, snap = build_snapshot([parse_node(node) for node in case.nodes], bound)
+    nominated: dict[str, dict[str, PodInfo]] = {}
+    for waiting in case.waiting:
+        body = copy.deepcopy(waiting)
+        name = body["metadata"]["name"]
+        body["metadata"].update(namespace="x", uid=f"uid-{name}")
+        nominated.setdefault(case.nominations[name], {})[f"uid-{name}"] = parse_pod(body)
     body = copy.deepcopy(case.preemptor)
     body["metadata"].update(namespace="x", uid="uid-preemptor")
     pod = parse_pod(body)
     profile = build_profile({"percentageOfNodesToScore": 100})
-    placement = Scheduler(random.Random(0)).schedule(profile, snap, pod)
+    placement = Scheduler(random.Random(0)).schedule(profile, snap, pod, nominated=nominated)
     if placement.node or placement.diagnosis is None:
         return {"fits": True}
-    result = evaluate(profile, snap, pod, placement.diagnosis, random.Random(0))
+    result = evaluate(
+        profile, snap, pod, placement.diagnosis, random.Random(0), nominated=nominated
+    )
     best = best_candidates(result.candidates)
     return {"fits": False, "unique": len(best) == 1, "candidates": len(result.candidates)}
 
@@ -219,7 +381,13 @@ async def _run_one(
             await core.create_namespaced_pod(namespace, cast(Any, pod))
         for name, status in case.statuses.items():
             await core.patch_namespaced_pod_status(name, namespace, {"status": status})
-        await asyncio.sleep(SETTLE)
+        for waiting in case.waiting:
+            body = copy.deepcopy(waiting)
+            body["spec"]["schedulerName"] = scheduler
+            await core.create_namespaced_pod(namespace, cast(Any, body))
+        for name, node in case.nominations.items():
+            await _nominate(core, namespace, name, node)
+        await asyncio.sleep(SETTLE if not case.nominations else NOMINATION_SETTLE)
         listed = await core.list_namespaced_pod(namespace, _preload_content=False)
         since = (await listed.json())["metadata"]["resourceVersion"]
         seen: list[Any] = []
@@ -244,6 +412,25 @@ async def _run_one(
         await wait_for(lambda: _empty(core, namespace), timeout=30, message="pods gone")
         await delete_nodes(api, names)
         await asyncio.sleep(SETTLE)
+
+
+async def _nominate(core: client.CoreV1Api, namespace: str, name: str, node: str) -> None:
+    """Write nominatedNodeName once the scheduler has failed the pod (its PodScheduled
+    condition), so the scheduler's informer delivers the nomination as an update."""
+
+    async def failed() -> bool:
+        raw = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+        conditions = (await raw.json())["status"].get("conditions") or []
+        return any(c["type"] == "PodScheduled" and c["status"] == "False" for c in conditions)
+
+    await wait_for(failed, timeout=30, interval=0.1, message=f"{name} unschedulable")
+    await core.patch_namespaced_pod_status(name, namespace, {"status": {"nominatedNodeName": node}})
+
+    async def nominated() -> bool:
+        raw = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+        return bool((await raw.json())["status"].get("nominatedNodeName") == node)
+
+    await wait_for(nominated, timeout=30, interval=0.1, message=f"{name} nominated")
 
 
 def _condition_differs(kube: Outcome, mine: Outcome, unique: bool) -> bool:
@@ -275,8 +462,10 @@ async def test_preemption_agrees_with_kube_scheduler(
     await podium("--scheduler-name", PODIUM)
     count = max(10, int(pytestconfig.getoption("--scenarios")) // 5)
     results = []
-    for seed in range(count):
-        case = generate(seed, prefix=f"{namespace[:20]}-p{seed}")
+    cases = [generate(seed, prefix=f"{namespace[:20]}-p{seed}") for seed in range(count)]
+    cases += nominated_cases(f"{namespace[:20]}-nom")
+    for case in cases:
+        seed = case.seed if case.seed >= 0 else case.label
         view = _dry_run(case)
         kube = await _run_one(api_client, core, namespace, case, KUBE)
         mine = await _run_one(api_client, core, namespace, case, PODIUM)
@@ -315,5 +504,7 @@ async def test_preemption_agrees_with_kube_scheduler(
         f"present {present}/{preempted}), {compared} with a unique best candidate compared on "
         f"victims and node, {len(results) - preempted} messages compared (report: {report})"
     )
+    nominated = [r for r in results if isinstance(r["seed"], str)]
+    summary += f"; {sum('disagree' not in r for r in nominated)}/{len(nominated)} in flight agree"
     print(summary)
     assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
