@@ -7,28 +7,27 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 import pytest_asyncio
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.devcluster.objects import create_pod, pod_events, wait_for
 from podium.kube.manifests import make_node, make_pod
 
 from .dra import (
+    ATTACH_FAILED,
+    ATTACHED,
     DRIVER,
-    GROUP,
-    VERSION,
     Dra,
     claim_spec,
     claim_template,
     device,
     device_class,
     exactly,
+    gated_device,
     resource_slice,
     with_claims,
 )
@@ -36,8 +35,6 @@ from .test_policy import crd  # noqa: F401
 from .test_volumes import accepted, scheduler_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
-
-ATTACHED, FAILED = "example.com/Attached", "example.com/AttachFailed"
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -87,11 +84,17 @@ async def node_of(api: ApiClient, namespace: str, name: str) -> str:
 
 
 async def test_the_nomination_precedes_the_binding_for_a_claim_pod_only(
-    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, dra: Dra
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    kube_scheduler: Any,
+    dra: Dra,
 ) -> None:
     """bindingCycle: DynamicResources' PreBindPreFlight answers Success for a pod with a
     claim, so status.nominatedNodeName is written before the Binding; a plain pod has no
-    PreBind work and no Permit wait, so it is bound without one."""
+    PreBind work and no Permit wait, so it is bound without one. The real kube-scheduler,
+    on the same shapes, writes the same versions (nomination, then binding)."""
     (a,) = await node_factory([make_node(f"{namespace}-a")])
     klass = f"{namespace}-gpu"
     await dra.create("deviceclasses", device_class(klass))
@@ -100,29 +103,43 @@ async def test_the_nomination_precedes_the_binding_for_a_claim_pod_only(
         "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
     )
     await podium()
+    kube = f"{namespace}-kube"[:63]
+    await kube_scheduler(kube)
+    seen_by: dict[str, list[list[tuple[str, str]]]] = {}
     async with recording(api_client, namespace) as seen:
-        await create_pod(api_client, namespace, with_claims(make_pod("claims"), {"gpu": "one"}))
-        await dra.instantiate("claims")
-        await create_pod(api_client, namespace, make_pod("plain"))
-        for name in ("claims", "plain"):
+        for scheduler, prefix in (("podium", "p"), (kube, "k")):
+            claims = with_claims(
+                make_pod(f"{prefix}-claims", scheduler_name=scheduler), {"gpu": "one"}
+            )
+            await create_pod(api_client, namespace, claims)
+            await dra.instantiate(f"{prefix}-claims")
+            await create_pod(
+                api_client, namespace, make_pod(f"{prefix}-plain", scheduler_name=scheduler)
+            )
+            for name in (f"{prefix}-claims", f"{prefix}-plain"):
 
-            async def bound(name: str = name) -> bool:
-                return any(node for _, node in history(seen, name))
+                async def bound(name: str = name) -> bool:
+                    return any(node for _, node in history(seen, name))
 
-            await wait_for(bound, timeout=30, message=f"{name} bound")
-    claims = history(seen, "claims")
-    first_bound = next(i for i, (_, node) in enumerate(claims) if node)
-    assert (a, "") in claims[:first_bound], claims
-    assert all(nominated == "" for nominated, _ in history(seen, "plain"))
+                await wait_for(bound, timeout=30, message=f"{name} bound")
+            seen_by[prefix] = [history(seen, f"{prefix}-{k}") for k in ("claims", "plain")]
+            await client.CoreV1Api(api_client).delete_namespaced_pod(
+                f"{prefix}-claims", namespace, grace_period_seconds=0
+            )
 
+            async def freed(prefix: str = prefix) -> bool:
+                return not [
+                    c for c in await dra.claims() if c["metadata"]["name"].startswith(prefix)
+                ]
 
-def _gated_device(name: str, slot: str) -> dict[str, Any]:
-    return {
-        **device(name, slot=slot),
-        "bindingConditions": [ATTACHED],
-        "bindingFailureConditions": [FAILED],
-        "bindsToNode": True,
-    }
+            for c in await dra.claims():
+                await dra.delete_claim(c["metadata"]["name"])
+            await wait_for(freed, timeout=30, message="the device is free again")
+    for prefix, (claims, plain) in seen_by.items():
+        first_bound = next(i for i, (_, node) in enumerate(claims) if node)
+        assert (a, "") in claims[:first_bound], (prefix, claims)
+        assert all(nominated == "" for nominated, _ in plain), (prefix, plain)
+    assert [sorted(set(v)) for v in seen_by["p"]] == [sorted(set(v)) for v in seen_by["k"]]
 
 
 async def _claim_of(dra: Dra, pod: str) -> dict[str, Any]:
@@ -132,39 +149,6 @@ async def _claim_of(dra: Dra, pod: str) -> dict[str, Any]:
         if any(o["name"] == pod for o in c["metadata"].get("ownerReferences") or [])
     ]
     return claim
-
-
-async def _report(dra: Dra, pod: str, condition: str) -> None:
-    """What a driver does: the allocated device's condition set True in status.devices."""
-    now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    for _ in range(10):
-        claim = await _claim_of(dra, pod)
-        (result,) = claim["status"]["allocation"]["devices"]["results"]
-        claim["status"]["devices"] = [
-            {
-                "driver": result["driver"],
-                "pool": result["pool"],
-                "device": result["device"],
-                "conditions": [
-                    {
-                        "type": condition,
-                        "status": "True",
-                        "reason": "Driver",
-                        "message": "reported by the test",
-                        "lastTransitionTime": now,
-                    }
-                ],
-            }
-        ]
-        try:
-            await dra.custom.replace_namespaced_custom_object_status(
-                GROUP, VERSION, dra.namespace, "resourceclaims", claim["metadata"]["name"], claim
-            )
-            return
-        except ApiException as exc:
-            if exc.status != 409:
-                raise
-    raise AssertionError("the claim kept changing")
 
 
 @pytest.mark.usefixtures("crd")
@@ -179,7 +163,7 @@ async def test_binding_conditions_met_failed_and_never_reported(
     klass = f"{namespace}-gpu"
     await dra.create("deviceclasses", device_class(klass))
     for node, key in zip(nodes, ("met", "fail", "never"), strict=True):
-        slice_ = resource_slice(f"{node}-gpus", node, [_gated_device("gpu-0", key)])
+        slice_ = resource_slice(f"{node}-gpus", node, [gated_device("gpu-0", slot=key)])
         await dra.create("resourceslices", slice_)
         selector = f'device.attributes["{DRIVER}"].slot == "{key}"'
         await dra.create(
@@ -204,8 +188,8 @@ async def test_binding_conditions_met_failed_and_never_reported(
 
         for key in ("met", "fail"):
             await wait_for(lambda key=key: allocated(key), timeout=30, message=f"{key} waits")
-        await _report(dra, "met", ATTACHED)
-        await _report(dra, "fail", FAILED)
+        await dra.report((await _claim_of(dra, "met"))["metadata"]["name"], ATTACHED)
+        await dra.report((await _claim_of(dra, "fail"))["metadata"]["name"], ATTACH_FAILED)
 
         async def bound() -> str:
             return await node_of(api_client, namespace, "met")
