@@ -21,6 +21,8 @@ from .dra import (
     ATTACH_FAILED,
     ATTACHED,
     DRIVER,
+    GROUP,
+    VERSION,
     Dra,
     claim_spec,
     claim_template,
@@ -44,19 +46,31 @@ async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
     await made.cleanup()
 
 
-async def record(api: ApiClient, namespace: str, seen: list[dict[str, Any]]) -> None:
-    """Every version of the namespace's pods the watch delivers."""
-    stream = watch.Watch().stream(
-        client.CoreV1Api(api).list_namespaced_pod, namespace, timeout_seconds=120
-    )
+async def record(api: ApiClient, namespace: str, seen: list[dict[str, Any]], plural: str) -> None:
+    """Every version of the namespace's pods (or resource claims) the watch delivers."""
+    if plural == "pods":
+        stream = watch.Watch().stream(
+            client.CoreV1Api(api).list_namespaced_pod, namespace, timeout_seconds=120
+        )
+    else:
+        stream = watch.Watch().stream(
+            client.CustomObjectsApi(api).list_namespaced_custom_object,
+            GROUP,
+            VERSION,
+            namespace,
+            plural,
+            timeout_seconds=120,
+        )
     async for event in stream:
         seen.append(event["raw_object"])
 
 
 @contextlib.asynccontextmanager
-async def recording(api: ApiClient, namespace: str) -> AsyncIterator[list[dict[str, Any]]]:
+async def recording(
+    api: ApiClient, namespace: str, plural: str = "pods"
+) -> AsyncIterator[list[dict[str, Any]]]:
     seen: list[dict[str, Any]] = []
-    task = asyncio.create_task(record(api, namespace, seen))
+    task = asyncio.create_task(record(api, namespace, seen, plural))
     await asyncio.sleep(0.5)  # the watch is open before the pods exist
     try:
         yield seen
@@ -171,8 +185,10 @@ async def test_binding_conditions_met_failed_and_never_reported(
             claim_template(key, claim_spec(exactly("gpu", klass, 1, selector))),
         )
     sched = f"{namespace}-bc"[:63]
-    async with scheduler_policy(
-        api_client, sched, {"pluginArgs": {"dynamicResources": {"bindingTimeoutSeconds": 12}}}
+    spec = {"pluginArgs": {"dynamicResources": {"bindingTimeoutSeconds": 12}}}
+    async with (
+        scheduler_policy(api_client, sched, spec),
+        recording(api_client, namespace, "resourceclaims") as claim_versions,
     ):
         await podium()
         await accepted(api_client, sched)
@@ -227,3 +243,11 @@ async def test_binding_conditions_met_failed_and_never_reported(
                 message=f"{pod}'s claim deallocated by PostFilter",
             )
             assert await node_of(api_client, namespace, pod) == ""
+            name = (await _claim_of(dra, pod))["metadata"]["name"]
+            versions = [
+                c.get("status") or {} for c in claim_versions if c["metadata"]["name"] == name
+            ]
+            held = next(i for i, v in enumerate(versions) if v.get("reservedFor"))
+            assert any(
+                not v.get("allocation") and not v.get("reservedFor") for v in versions[held:]
+            ), f"{pod}'s claim was never seen unreserved and deallocated: {versions}"
