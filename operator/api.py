@@ -16,6 +16,7 @@ __version__ = version("podium")
 from podium.framework.cycle import Diagnosis, Placement, Scheduler
 from podium.framework.extension import (
     ALLOW,
+    SKIP,
     Handle,
     PermitPlugin,
     PostBindPlugin,
@@ -39,6 +40,7 @@ from podium.state.snapshot import Snapshot
 
 __all__ = [
     "ALLOW",
+    "SKIP",
     "Cache",
     "ClusterEvent",
     "Cycle",

@@ -28,6 +28,7 @@ _ARGS_FOR = {
     "InterPodAffinity": "interPodAffinity",
     "NodeAffinity": "nodeAffinity",
     "VolumeBinding": "volumeBinding",
+    "DynamicResources": "dynamicResources",
     "DefaultPreemption": "defaultPreemption",
 }
 

@@ -330,6 +330,11 @@ class VolumePlan:
     def empty(self) -> bool:
         return not self.static and not self.provision
 
+    @property
+    def pre_flight(self) -> bool:
+        """PreBindPreFlight: PreBind works (Success) unless every claim is bound (Skip)."""
+        return not self.empty
+
 
 def volume_binding(profile: Profile) -> VolumeBinding | None:
     """The profile's VolumeBinding filter; without one, claims are left alone, as in kube."""

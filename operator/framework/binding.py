@@ -37,6 +37,7 @@ __all__ = [
     "run_permit",
     "run_post_bind",
     "run_pre_bind",
+    "run_pre_bind_pre_flights",
     "run_reserve",
     "run_unreserve",
     "wait_on_permit",
@@ -165,6 +166,29 @@ async def wait_on_permit(handle: BindingHandle, pod: PodInfo) -> Failure | None:
     finally:
         handle.waiting.pop(pod.uid, None)
     return None if status.ok else Failure(status.reason, by, rejected=True)
+
+
+def run_pre_bind_pre_flights(
+    profile: Profile, handle: BindingHandle, pod: PodInfo, node: str, built_in: bool
+) -> Failure | bool:
+    """RunPreBindPreFlights: whether some PreBind will work for the pod (``built_in``:
+    VolumeBinding's or DynamicResources' own answer), or the first plugin's Error, in
+    Go's words. Any code but Success and Skip is an error there, Unschedulable included."""
+    works = built_in
+    for plugin in (p for p in profile.extensions if isinstance(p, PreBindPlugin)):
+        status = plugin.pre_bind_pre_flight(handle, pod, node)
+        if status.ok:
+            works = True
+        elif status.code == "Error":
+            message = f'running PreBindPreFlight "{plugin.name}": {status.reason}'
+            return Failure(message, plugin.name, rejected=False)
+        elif status.code != "Skip":
+            message = (
+                f'PreBindPreFlight {plugin.name} returned "{status.code}", which is '
+                "unsupported. It is supposed to return Success, Skip, or Error status"
+            )
+            return Failure(message, plugin.name, rejected=False)
+    return works
 
 
 async def run_pre_bind(

@@ -22,6 +22,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALLOW",
+    "SKIP",
     "ApiClient",
     "Handle",
     "PermitPlugin",
@@ -31,7 +32,7 @@ __all__ = [
     "Status",
 ]
 
-Code = Literal["Success", "Unschedulable", "Error", "Wait"]
+Code = Literal["Success", "Unschedulable", "Error", "Wait", "Skip"]
 # Go's maxTimeout for a Permit wait (framework/runtime/framework.go).
 MAX_PERMIT_WAIT = 15 * 60.0
 
@@ -42,7 +43,7 @@ class Status:
 
     Unschedulable rejects the pod (it is retried after a cluster event or backoff);
     Error is a failure of the plugin itself; Wait (Permit only) holds the pod for at
-    most ``timeout`` seconds.
+    most ``timeout`` seconds; Skip (PreBindPreFlight only) says PreBind has nothing to do.
     """
 
     code: Code = "Success"
@@ -55,6 +56,7 @@ class Status:
 
 
 ALLOW = Status()
+SKIP = Status("Skip")
 
 
 class ApiClient(Protocol):
@@ -115,7 +117,16 @@ class PermitPlugin(Plugin):
 
 
 class PreBindPlugin(Plugin):
-    """PreBind: work that must be done before the Binding (a volume, a label)."""
+    """PreBind: work that must be done before the Binding (a volume, a label).
+
+    ``pre_bind_pre_flight`` (Go's PreBindPreFlight) runs first in the binding cycle and
+    says whether PreBind will do work for the pod: Success (the default) or Skip. When
+    some plugin answers Success, the pod's ``status.nominatedNodeName`` is written before
+    PreBind runs, so that autoscalers see where the pod goes; Error fails the attempt.
+    """
+
+    def pre_bind_pre_flight(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        return ALLOW
 
     @abstractmethod
     async def pre_bind(self, handle: Handle, pod: PodInfo, node: str) -> Status: ...

@@ -11,6 +11,7 @@ never a retry loop.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import enum
 import secrets
 import time
@@ -156,6 +157,28 @@ class Binder:
         if bound_to:
             return BindOutcome.ELSEWHERE
         return BindOutcome.RETRY
+
+    async def nominate(self, pod: PodInfo, node: str) -> PodInfo:
+        """bindingCycle's updatePod before PreBind: ``status.nominatedNodeName`` set to the
+        chosen node, so that autoscalers see where the pod goes while PreBind or a Permit
+        wait works. Returns the pod as the server holds it now; a failed write is logged
+        and binding goes on, as in Go."""
+        if pod.nominated_node == node:  # Go's nnnNeedsUpdate
+            return pod
+        path = f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}/status"
+        patch = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node}}
+        try:
+            written = await self.client.patch(path, patch)
+        except (ApiError, CredentialError, TimeoutError, OSError) as exc:
+            log.error(
+                "nominate_failed", pod=pod.name, namespace=pod.namespace, node=node, error=str(exc)
+            )
+            return pod
+        version = str(((written or {}).get("metadata") or {}).get("resourceVersion") or "")
+        log.info("nominated_before_prebind", pod=pod.name, namespace=pod.namespace, node=node)
+        return dataclasses.replace(
+            pod, nominated_node=node, resource_version=version or pod.resource_version
+        )
 
     # -- reporting ------------------------------------------------------------------
     async def set_condition(

@@ -11,8 +11,17 @@ kube-scheduler's order, which the kubelet relies on:
    and tries again (client-go's DefaultRetry, 5 tries). A claim allocated or
    deleted meanwhile fails the attempt. A shared, allocated claim only grows
    its ``reservedFor``.
-3. The pod's Binding, only once every claim is written.
-4. Unreserve, after any failure: the in-flight allocations are dropped and the
+3. Binding conditions: when an allocated device carries ``bindingConditions``,
+   PreBind records a ``BindingConditionsPending`` Event and polls the claims
+   every 5 s (Go's ``wait.PollUntilContextTimeout``) until each condition is
+   True in the claim's ``status.devices[]``. A True ``bindingFailureCondition``
+   fails the attempt (``device binding failed: ...``); so does the plugin's
+   ``bindingTimeoutSeconds`` (``device binding timeout: ...``). The wait runs in
+   the binding cycle, off the scheduling loop. After a failure the pod leaves
+   ``reservedFor`` (below) and is retried with backoff; its next attempt finds
+   the claim unusable on every node and PostFilter deallocates it.
+4. The pod's Binding, only once every claim is written and ready.
+5. Unreserve, after any failure: the in-flight allocations are dropped and the
    pod is taken out of every claim's ``reservedFor`` again (a strategic-merge
    patch, as kube-scheduler does); an allocation already written stays, and
    constrains the next attempt to its node, as in kube-scheduler.
@@ -22,13 +31,19 @@ from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 import structlog
 
-from podium.algorithms.dynamic_resources.plugin import NAME, ClaimPlan
+from podium.algorithms.dynamic_resources.plugin import (
+    NAME,
+    ClaimPlan,
+    binding_ready,
+    binding_timed_out,
+)
 from podium.kube.client import ApiError, KubeClient
 from podium.kube.objects import PodInfo
 from podium.state.dra import FINALIZER, Claim, DraStore, parse_claim
@@ -39,6 +54,8 @@ log = structlog.get_logger("podium.scheduling.claim_binder")
 
 RETRIES = 5
 RETRY_DELAY = 0.01
+# PreBind's poll of the binding conditions (wait.PollUntilContextTimeout's interval).
+BINDING_POLL = 5.0
 
 
 class _Failed(Exception):
@@ -60,17 +77,33 @@ def _path(claim: Claim) -> str:
 # A claim write's answer, handed to the scheduler's DRA event handler: it goes into the
 # store and wakes the pods waiting on the claim, as the watch event would.
 Seen = Callable[[str, str | None, Mapping[str, Any]], None]
+# Records a Normal Event about the pod: reason, note.
+Note = Callable[[PodInfo, str, str], Awaitable[None]]
+
+
+def _has_binding_conditions(claim: Claim) -> bool:
+    """hasBindingConditions, for one claim."""
+    devices = (claim.allocation or {}).get("devices") or {}
+    return any((r or {}).get("bindingConditions") for r in devices.get("results") or ())
 
 
 class ClaimBinder:
     def __init__(
-        self, client: KubeClient, store: DraStore, seen: Seen, wake: Callable[[str], None]
+        self,
+        client: KubeClient,
+        store: DraStore,
+        seen: Seen,
+        wake: Callable[[str], None],
+        note: Note,
+        poll: float = BINDING_POLL,
     ) -> None:
         self.client = client
         self.store = store
         self.seen = seen
         # Called with a claim's key when its in-flight allocation is dropped.
         self.wake = wake
+        self.note = note
+        self.poll = poll
 
     def assume(self, pod: PodInfo, plan: ClaimPlan) -> None:
         """Reserve: the allocations are in flight from now on."""
@@ -84,16 +117,18 @@ class ClaimBinder:
             if allocation is not None and self.store.release(claim.uid, pod.uid):
                 self.wake(claim.key)
 
-    async def bind(self, pod: PodInfo, node: str, plan: ClaimPlan) -> str:
-        """PreBind: '' once every claim is allocated and reserved, else why (unreserved)."""
+    async def bind(self, pod: PodInfo, node: str, plan: ClaimPlan, binding_timeout: float) -> str:
+        """PreBind: '' once every claim is allocated, reserved and its devices' binding
+        conditions are met, else why (unreserved)."""
         try:
             for claim, allocation in plan.items:
                 await self._bind_claim(pod, claim, allocation)
+            self.release(pod, plan)
+            await self._await_binding_conditions(pod, node, plan, binding_timeout)
         except (_Failed, ApiError) as exc:
             why = str(exc) if isinstance(exc, _Failed) else _message(exc)
             await self.unreserve(pod, plan)
             return f'running PreBind plugin "{NAME}": {why}'
-        self.release(pod, plan)
         log.info(
             "claims_reserved",
             pod=pod.name,
@@ -102,6 +137,48 @@ class ClaimBinder:
             claims=[c.name for c, _ in plan.items],
         )
         return ""
+
+    async def _await_binding_conditions(
+        self, pod: PodInfo, node: str, plan: ClaimPlan, binding_timeout: float
+    ) -> None:
+        """PreBind's wait: poll until every claim is ready for binding (Go's
+        isPodReadyForBinding); _Failed with Go's text on a failure condition or a timeout."""
+        current = [self.store.claim(c.namespace, c.name) or c for c in plan.claims]
+        if not any(_has_binding_conditions(c) for c in current):
+            return
+        note = f"waiting for binding conditions for device on node {node}"
+        await self.note(pod, "BindingConditionsPending", note)
+        log.info(
+            "binding_conditions_pending",
+            pod=pod.name,
+            namespace=pod.namespace,
+            node=node,
+            timeout_s=binding_timeout,
+        )
+        try:
+            async with asyncio.timeout(binding_timeout):
+                # Polled, like Go: the store follows the claims through watch events.
+                while not self._ready_for_binding(plan, binding_timeout):  # noqa: ASYNC110
+                    await asyncio.sleep(self.poll)
+        except TimeoutError:
+            raise _Failed("device binding timeout: context deadline exceeded") from None
+        log.info("binding_conditions_met", pod=pod.name, namespace=pod.namespace, node=node)
+
+    def _ready_for_binding(self, plan: ClaimPlan, timeout: float) -> bool:
+        """isPodReadyForBinding over the store's copies of the pod's claims."""
+        now = time.time()
+        for planned in plan.claims:
+            claim = self.store.claim(planned.namespace, planned.name)
+            if claim is None or claim.uid != planned.uid:
+                raise _Failed(f'resourceclaim.resource.k8s.io "{planned.name}" not found')
+            ready = binding_ready(claim)
+            if isinstance(ready, str):
+                raise _Failed(ready)
+            if not ready:
+                if binding_timed_out(claim, timeout, now):
+                    raise _Failed(f"device binding timeout: claim={claim.name}")
+                return False
+        return True
 
     async def _bind_claim(
         self, pod: PodInfo, planned: Claim, allocation: dict[str, Any] | None
@@ -178,7 +255,7 @@ class ClaimBinder:
     async def unreserve(self, pod: PodInfo, plan: ClaimPlan) -> None:
         """Unreserve: in-flight allocations dropped, the pod out of every ``reservedFor``."""
         self.release(pod, plan)
-        for planned, _ in plan.items:
+        for planned in plan.claims or [c for c, _ in plan.items]:
             claim = self.store.claim(planned.namespace, planned.name)
             if claim is None or claim.allocation is None or pod.uid not in claim.reserved_for:
                 continue

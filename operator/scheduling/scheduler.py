@@ -41,6 +41,7 @@ from podium.framework.binding import (
     run_permit,
     run_post_bind,
     run_pre_bind,
+    run_pre_bind_pre_flights,
     run_reserve,
     run_unreserve,
     wait_on_permit,
@@ -146,7 +147,9 @@ class PodiumScheduler:
         self.volumes = self.snapshot.volumes
         self.volume_binder = VolumeBinder(binder.client, self.volumes)
         self.dra = self.snapshot.dra
-        self.claim_binder = ClaimBinder(binder.client, self.dra, self.on_dra, self._wake_claim)
+        self.claim_binder = ClaimBinder(
+            binder.client, self.dra, self.on_dra, self._wake_claim, self._note
+        )
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
@@ -305,7 +308,9 @@ class PodiumScheduler:
             self.dra.track(pod, pending)
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
             self.nominator.remove(pod.uid)
-        elif self.serves(pod.scheduler_name):
+        elif self.serves(pod.scheduler_name) and not self.cache.is_assumed(pod.uid):
+            # An assumed pod's nomination is its own, written before PreBind: not
+            # another pod's claim on the node (Go skips assumed pods' updates).
             self.nominator.update(pod)
         if event_type == "DELETED" or (pod.bound and pod.terminal):
             self._pod_gone(pod.uid)
@@ -708,10 +713,12 @@ class PodiumScheduler:
         plan: VolumePlan,
         claims: ClaimPlan,
         failure: Failure,
+        nominating: str | None = None,
     ) -> None:
         """An extension failed the pod after Reserve: every reservation is undone (Go's
         Unreserve; ``plan`` holds the volume assumptions not yet written), then the failure
-        is reported, a rejection as Unschedulable and anything else as an error."""
+        is reported, a rejection as Unschedulable and anything else as an error; a binding
+        cycle's failure clears the nomination (``nominating=""``, Go's clearNominatedNode)."""
         pod = entry.pod
         run_unreserve(profile, self.handle, pod, node)
         self.volume_binder.revert(plan)
@@ -726,6 +733,7 @@ class PodiumScheduler:
             profile=profile,
             elapsed=time.perf_counter() - started,
             record=record,
+            nominating=nominating,
         )
 
     def start_bind(
@@ -764,24 +772,34 @@ class PodiumScheduler:
         claims: ClaimPlan,
     ) -> None:
         pod = entry.pod
+        # RunPreBindPreFlights, then the nomination when PreBind or a Permit wait will work.
+        works = run_pre_bind_pre_flights(
+            profile, self.handle, pod, node, plan.pre_flight or claims.pre_flight
+        )
+        if isinstance(works, Failure):
+            self.binds_in_flight -= 1
+            self._abandon(entry, node, profile, started, record, plan, claims, works, "")
+            return
+        if works or self.handle.is_waiting(pod.uid):
+            entry.pod = pod = await self.binder.nominate(pod, node)
         failure = await wait_on_permit(self.handle, pod)
         if failure is not None:
             self.binds_in_flight -= 1
-            self._abandon(entry, node, profile, started, record, plan, claims, failure)
+            self._abandon(entry, node, profile, started, record, plan, claims, failure, "")
             return
         why = ""
         if not plan.empty:
             why = await self._bind_volumes(pod, node, profile, plan)
             if why and not claims.empty:
                 await self.claim_binder.unreserve(pod, claims)
-        if not why and not claims.empty:
-            why = await self._bind_claims(pod, node, claims)
+        if not why and claims.pre_flight:
+            why = await self._bind_claims(pod, node, profile, claims)
         if not why:
             extension = await run_pre_bind(profile, self.handle, pod, node)
             if extension is not None:  # the volumes are written: no assumption to revert
                 self.binds_in_flight -= 1
                 self._abandon(
-                    entry, node, profile, started, record, VolumePlan(), claims, extension
+                    entry, node, profile, started, record, VolumePlan(), claims, extension, ""
                 )
                 return
         if why:
@@ -876,10 +894,19 @@ class PodiumScheduler:
             self.volume_binder.revert(plan)
             return f"binding volumes: {exc}"
 
-    async def _bind_claims(self, pod: PodInfo, node: str, claims: ClaimPlan) -> str:
-        """PreBind for DynamicResources: '' once written, else why (already unreserved)."""
+    async def _note(self, pod: PodInfo, reason: str, note: str) -> None:
+        """A Normal Event from a binding half, in the name of the pod's scheduler."""
+        await self.binder.event(pod, reason, note, pod.scheduler_name)
+
+    async def _bind_claims(
+        self, pod: PodInfo, node: str, profile: Profile, claims: ClaimPlan
+    ) -> str:
+        """PreBind for DynamicResources: '' once written and ready, else why (already
+        unreserved)."""
+        plugin = dynamic_resources(profile)
+        assert plugin is not None, "a claim plan is made only under DynamicResources"
         try:
-            return await self.claim_binder.bind(pod, node, claims)
+            return await self.claim_binder.bind(pod, node, claims, plugin.binding_timeout)
         except Exception as exc:  # the reservation must be resolved whatever happens
             log.exception("claim_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             await self.claim_binder.unreserve(pod, claims)

@@ -9,15 +9,19 @@ templates are made here as its resourceclaim controller makes them
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.devcluster.dra import claim_from_template, template_refs
 
 GROUP, VERSION = "resource.k8s.io", "v1"
 DRIVER = "gpu.example.com"
+# The binding conditions of gated devices (DRADeviceBindingConditions).
+ATTACHED, ATTACH_FAILED = "example.com/Attached", "example.com/AttachFailed"
 
 
 def device_class(name: str, selector: str | None = None) -> dict[str, Any]:
@@ -37,6 +41,17 @@ def device(name: str, **attributes: str | int | bool) -> dict[str, Any]:
         kind = "bool" if isinstance(value, bool) else "int" if isinstance(value, int) else "string"
         typed[key] = {kind: value}
     return {"name": name, "attributes": typed}
+
+
+def gated_device(name: str, **attributes: str | int | bool) -> dict[str, Any]:
+    """A device the scheduler may bind a pod to only once its driver reports ATTACHED
+    True in the claim's status.devices (ATTACH_FAILED True: never)."""
+    return {
+        **device(name, **attributes),
+        "bindingConditions": [ATTACHED],
+        "bindingFailureConditions": [ATTACH_FAILED],
+        "bindsToNode": True,
+    }
 
 
 def resource_slice(
@@ -150,6 +165,35 @@ class Dra:
         await self.custom.replace_namespaced_custom_object_status(
             GROUP, VERSION, self.namespace, "resourceclaims", name, claim
         )
+
+    async def report(self, name: str, condition: str) -> None:
+        """What a driver does: ``condition`` set True for the claim's allocated device in
+        its status.devices (retried on a conflict with the scheduler's writes)."""
+        now = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        for _ in range(10):
+            claim = await self.custom.get_namespaced_custom_object(
+                GROUP, VERSION, self.namespace, "resourceclaims", name
+            )
+            (result,) = claim["status"]["allocation"]["devices"]["results"]
+            reported = {
+                "type": condition,
+                "status": "True",
+                "reason": "Driver",
+                "message": "reported by the test",
+                "lastTransitionTime": now,
+            }
+            claim["status"]["devices"] = [
+                {**{k: result[k] for k in ("driver", "pool", "device")}, "conditions": [reported]}
+            ]
+            try:
+                await self.custom.replace_namespaced_custom_object_status(
+                    GROUP, VERSION, self.namespace, "resourceclaims", name, claim
+                )
+                return
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+        raise AssertionError(f"claim {name} kept changing")
 
     async def delete_claim(self, name: str) -> None:
         """Drop the finalizer (no controller does it here), then delete."""

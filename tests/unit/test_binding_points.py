@@ -15,12 +15,14 @@ from podium.framework.binding import (
     run_permit,
     run_post_bind,
     run_pre_bind,
+    run_pre_bind_pre_flights,
     run_reserve,
     run_unreserve,
     wait_on_permit,
 )
 from podium.framework.extension import (
     ALLOW,
+    SKIP,
     Handle,
     PermitPlugin,
     PostBindPlugin,
@@ -197,3 +199,66 @@ async def test_pre_bind_in_order_and_post_bind_never_fails_the_pod() -> None:
             raise RuntimeError("a PostBind plugin that fails")
 
     await run_post_bind(_profile(Broken), _handle(), POD, "n1")  # logged, not raised
+
+
+def _flying(status: Status) -> type[Any]:
+    """A PreBind plugin whose PreBindPreFlight answers ``status``."""
+
+    class Flight(PreBindPlugin):
+        name = f"example.com/Flight{status.code}"
+
+        def pre_bind_pre_flight(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+            CALLS.append(f"preflight {self.name}")
+            return status
+
+        async def pre_bind(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+            return ALLOW
+
+    return Flight
+
+
+@pytest.mark.parametrize(
+    ("built_in", "answers", "expected"),
+    [
+        pytest.param(False, [], False, id="nothing-to-do"),
+        pytest.param(True, [], True, id="volumes-or-claims-to-write"),
+        pytest.param(False, [SKIP, SKIP], False, id="all-skip"),
+        pytest.param(False, [SKIP, ALLOW], True, id="one-success"),
+        pytest.param(True, [SKIP], True, id="built-in-success-plugin-skip"),
+        pytest.param(
+            True,
+            [ERROR, ALLOW],
+            Failure(
+                'running PreBindPreFlight "example.com/FlightError": the plugin broke',
+                "example.com/FlightError",
+                rejected=False,
+            ),
+            id="error-stops-it",
+        ),
+        pytest.param(
+            False,
+            [REJECT],
+            Failure(
+                'PreBindPreFlight example.com/FlightUnschedulable returned "Unschedulable", '
+                "which is unsupported. It is supposed to return Success, Skip, or Error status",
+                "example.com/FlightUnschedulable",
+                rejected=False,
+            ),
+            id="unschedulable-is-an-error",
+        ),
+    ],
+)
+def test_pre_bind_pre_flights(
+    built_in: bool, answers: list[Status], expected: bool | Failure
+) -> None:
+    """RunPreBindPreFlights: Success when some PreBind works, Skip when none, Error
+    (or any other code) fails the binding cycle."""
+    CALLS.clear()
+    profile = _profile(*(_flying(a) for a in answers))
+    assert run_pre_bind_pre_flights(profile, _handle(), POD, "n1", built_in) == expected
+
+
+def test_a_pre_bind_plugin_does_work_unless_it_says_skip() -> None:
+    """The default PreBindPreFlight answers Success: the nomination is written."""
+    profile = _profile(_answering("PreBind", ALLOW))
+    assert run_pre_bind_pre_flights(profile, _handle(), POD, "n1", False) is True

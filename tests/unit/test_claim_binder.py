@@ -82,11 +82,17 @@ def _binder(api: FakeApi) -> tuple[ClaimBinder, DraStore, list[str]]:
     store = DraStore()
     store.apply("resourceclaims", None, api.claim)
     woken: list[str] = []
+
+    async def note(pod: Any, reason: str, text: str) -> None:
+        woken.append(f"{reason}: {text}")
+
     binder = ClaimBinder(
         cast(KubeClient, api),
         store,
         lambda kind, event, body: store.apply(kind, event, body) and None,
         woken.append,
+        note,
+        poll=0.01,
     )
     return binder, store, woken
 
@@ -132,7 +138,7 @@ def test_prebind_writes(
     plan = ClaimPlan([(claim, None if allocated else copy.deepcopy(ALLOCATION))])
     binder.assume(pod, plan)
     assert bool(store.in_flight) != allocated
-    assert asyncio.run(binder.bind(pod, "n1", plan)) == why
+    assert asyncio.run(binder.bind(pod, "n1", plan, 600.0)) == why
     assert api.calls == calls
     assert not store.in_flight, "in-flight allocations are dropped either way"
     status = api.claim.get("status", {})
@@ -160,7 +166,7 @@ def test_a_claim_allocated_meanwhile_fails_the_attempt() -> None:
         "MODIFIED",
         {**_claim(True), "metadata": {**_claim(True)["metadata"], "resourceVersion": "2"}},
     )
-    why = asyncio.run(binder.bind(pod, "n1", plan))
+    why = asyncio.run(binder.bind(pod, "n1", plan, 600.0))
     assert why.endswith("claim ns/c got allocated elsewhere in the meantime")
     assert api.calls == []
 
@@ -171,7 +177,7 @@ def test_unreserve_after_a_failed_binding_takes_the_pod_out_of_reserved_for() ->
     pod = _pod()
     plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))])
     binder.assume(pod, plan)
-    assert asyncio.run(binder.bind(pod, "n1", plan)) == ""
+    assert asyncio.run(binder.bind(pod, "n1", plan, 600.0)) == ""
     asyncio.run(binder.unreserve(pod, plan))
     assert api.calls[-1] == ("PATCH", PATH + "/status")
     status = api.claim["status"]
@@ -186,7 +192,7 @@ def test_unreserve_survives_a_lost_connection() -> None:
     pod = _pod()
     plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))])
     binder.assume(pod, plan)
-    assert asyncio.run(binder.bind(pod, "n1", plan)) == ""
+    assert asyncio.run(binder.bind(pod, "n1", plan, 600.0)) == ""
 
     tried: list[str] = []
 
@@ -198,3 +204,128 @@ def test_unreserve_survives_a_lost_connection() -> None:
     asyncio.run(binder.unreserve(pod, plan))  # returns instead of raising
     assert tried == [PATH + "/status"]
     assert store.in_flight == {}
+
+
+BOUND_DEVICE = {
+    "request": "gpu",
+    "driver": "d",
+    "pool": "n1",
+    "device": "gpu-0",
+    "bindingConditions": ["Attached"],
+    "bindingFailureConditions": ["Failed"],
+}
+PENDING = "BindingConditionsPending: waiting for binding conditions for device on node n1"
+
+
+def _device_status(**conditions: str) -> list[dict[str, Any]]:
+    return [
+        {
+            "driver": "d",
+            "pool": "n1",
+            "device": "gpu-0",
+            "conditions": [
+                {"type": t, "status": v, "reason": "Driver", "message": "boom"}
+                for t, v in conditions.items()
+            ],
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("devices", "later", "timeout", "stamp", "why"),
+    [
+        pytest.param(_device_status(Attached="True"), None, 5.0, "", "", id="met-at-once"),
+        pytest.param(
+            _device_status(Attached="False"),
+            _device_status(Attached="True"),
+            5.0,
+            "",
+            "",
+            id="met-after-a-poll",
+        ),
+        pytest.param(
+            _device_status(Attached="False", Failed="True"),
+            None,
+            5.0,
+            "",
+            'running PreBind plugin "DynamicResources": device binding failed: claim=c, '
+            'reason=Driver, message="boom"',
+            id="failure-condition",
+        ),
+        pytest.param(
+            [],
+            _device_status(Failed="True"),
+            5.0,
+            "",
+            'running PreBind plugin "DynamicResources": device binding failed: claim=c, '
+            'reason=Driver, message="boom"',
+            id="failure-reported-later",
+        ),
+        pytest.param(
+            [],
+            None,
+            0.05,
+            "",
+            'running PreBind plugin "DynamicResources": device binding timeout: '
+            "context deadline exceeded",
+            id="never-reported-poll-deadline",
+        ),
+        pytest.param(
+            _device_status(Attached="False"),
+            None,
+            5.0,
+            "2020-01-01T00:00:00Z",
+            'running PreBind plugin "DynamicResources": device binding timeout: claim=c',
+            id="allocation-older-than-timeout",
+        ),
+    ],
+)
+def test_prebind_waits_for_binding_conditions(
+    devices: list[dict[str, Any]],
+    later: list[dict[str, Any]] | None,
+    timeout: float,
+    stamp: str,
+    why: str,
+) -> None:
+    """isPodReadyForBinding's outcomes: bound, failed, timed out; a failure leaves the
+    pod out of reservedFor (Unreserve) and the allocation in place for PostFilter."""
+    body = _claim(True)
+    allocation = {"devices": {"results": [dict(BOUND_DEVICE)]}}
+    if stamp:
+        allocation["allocationTimestamp"] = stamp
+    body["status"] = {"allocation": allocation, "reservedFor": [{"uid": "pu"}]}
+    body["status"]["devices"] = devices
+    api = FakeApi(body)
+    binder, store, notes = _binder(api)
+    pod = _pod()
+    claim = store.claims["ns/c"]
+    plan = ClaimPlan(claims=[claim])
+
+    async def driver() -> None:
+        await asyncio.sleep(0.03)
+        changed = copy.deepcopy(api.claim)
+        changed["status"]["devices"] = later
+        store.apply("resourceclaims", "MODIFIED", changed)
+
+    async def run() -> str:
+        if later is not None:
+            task = asyncio.create_task(driver())
+        result = await binder.bind(pod, "n1", plan, timeout)
+        if later is not None:
+            await task
+        return result
+
+    assert asyncio.run(run()) == why
+    assert notes[0] == PENDING
+    reserved = [r["uid"] for r in api.claim["status"]["reservedFor"]]
+    assert reserved == ([] if why else ["pu"])
+    assert api.claim["status"]["allocation"]["devices"] == allocation["devices"]
+
+
+def test_prebind_without_binding_conditions_does_not_wait() -> None:
+    api = FakeApi(_claim(True))
+    binder, store, notes = _binder(api)
+    claim = store.claims["ns/c"]
+    plan = ClaimPlan([(claim, None)], claims=[claim])
+    assert asyncio.run(binder.bind(_pod(), "n1", plan, 1.0)) == ""
+    assert PENDING not in notes

@@ -123,7 +123,10 @@ class FakeAllocator:
         self.last_reason = ""
 
     def allocate(
-        self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]
+        self,
+        node: Mapping[str, Any],
+        claims: Sequence[Mapping[str, Any]],
+        deadline: float | None = None,
     ) -> list[dict[str, Any]] | None:
         name = node["metadata"]["name"]
         if name == "boom":

@@ -121,6 +121,7 @@ _ARG_KEYS = st.sampled_from(
         "interPodAffinity",
         "nodeAffinity",
         "volumeBinding",
+        "dynamicResources",
         "defaultPreemption",
     ]
 )
@@ -138,6 +139,8 @@ _ARG_NAMES = st.sampled_from(
         "defaultingType",
         "defaultConstraints",
         "bindTimeoutSeconds",
+        "bindingTimeoutSeconds",
+        "filterTimeoutSeconds",
         "minCandidateNodesPercentage",
         "minCandidateNodesAbsolute",
     ]

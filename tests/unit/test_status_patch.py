@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
+from podium.kube.client import KubeClient
 from podium.kube.objects import PodInfo, parse_pod
-from podium.scheduling.binder import status_patch
+from podium.scheduling.binder import Binder, status_patch
 from tests.unit.builders import pod
 
 MESSAGE = "0/2 nodes are available: 2 Insufficient cpu. preemption: found a potential placement"
@@ -75,3 +76,43 @@ def test_a_changed_condition_is_written(change: dict[str, str]) -> None:
     patch = status_patch(pending("", old), "Unschedulable", MESSAGE)
     assert patch is not None
     assert patch["status"]["conditions"][0]["message"] == MESSAGE
+
+
+class _Patches:
+    """Records status patches; answers with the pod at a new resourceVersion, or fails."""
+
+    def __init__(self, fail: bool = False) -> None:
+        self.patches: list[tuple[str, Any]] = []
+        self.fail = fail
+        self.metrics = None
+
+    async def patch(self, path: str, body: Any, kind: str = "") -> Any:
+        self.patches.append((path, body))
+        if self.fail:
+            raise ConnectionError("connection refused")
+        return {"metadata": {"resourceVersion": "8"}, "status": body["status"]}
+
+
+@pytest.mark.parametrize(
+    ("nominated", "fail", "written", "after"),
+    [
+        pytest.param("", False, True, ("n1", "8"), id="written"),
+        pytest.param("n2", False, True, ("n1", "8"), id="replaces-a-preemption-nomination"),
+        pytest.param("n1", False, False, ("n1", "7"), id="already-there"),
+        pytest.param("", True, True, ("", "7"), id="write-lost-binding-goes-on"),
+    ],
+)
+async def test_the_nomination_before_prebind(
+    nominated: str, fail: bool, written: bool, after: tuple[str, str]
+) -> None:
+    """bindingCycle's updatePod: nominatedNodeName only, conditional on the pod's UID."""
+    client = _Patches(fail)
+    before = pending(nominated)
+    now = await Binder(cast(KubeClient, client), "i").nominate(before, "n1")
+    assert (now.nominated_node, now.resource_version) == after
+    if not written:
+        assert client.patches == []
+        return
+    [(path, body)] = client.patches
+    assert path == f"/api/v1/namespaces/{before.namespace}/pods/p/status"
+    assert body == {"metadata": {"uid": before.uid}, "status": {"nominatedNodeName": "n1"}}

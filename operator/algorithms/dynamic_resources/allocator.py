@@ -26,6 +26,7 @@ to check classes first, as the plugin does (a missing class is unschedulable the
 from __future__ import annotations
 
 import copy
+import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -57,6 +58,7 @@ from podium.state.devices import (
 __all__ = [
     "AllocatedState",
     "AllocationError",
+    "AllocationTimeout",
     "Allocator",
     "DeviceID",
     "SharedDeviceID",
@@ -74,6 +76,11 @@ DEVICE_TAINTS = True
 DEVICE_BINDING_AND_STATUS = True
 PARTITIONABLE_DEVICES = True
 CONSUMABLE_CAPACITY = True
+
+
+class AllocationTimeout(Exception):
+    """The search ran past its deadline (Go's "filter operation aborted" once the Filter's
+    context, limited by DRASchedulerFilterTimeout, is done)."""
 
 
 class _Stop(Exception):
@@ -310,7 +317,10 @@ class Allocator:
         """Search steps over all ``allocate`` calls (Go's NumAllocateOneInvocations)."""
 
     def allocate(
-        self, node: Mapping[str, Any], claims: Sequence[Mapping[str, Any]]
+        self,
+        node: Mapping[str, Any],
+        claims: Sequence[Mapping[str, Any]],
+        deadline: float | None = None,
     ) -> list[dict[str, Any]] | None:
         """One AllocationResult JSON dict per claim, in claim order, or None.
 
@@ -318,12 +328,14 @@ class Allocator:
         without allocationTimestamp. None when the claims cannot all be allocated on this
         node (including incomplete pools; ``last_reason`` then says whether invalid pools
         were seen). Raises AllocationError for fatal problems. ``node`` is Node JSON
-        (metadata.name, metadata.labels).
+        (metadata.name, metadata.labels). ``deadline`` (``time.monotonic``): past it,
+        the search stops with AllocationTimeout, as Go's allocateOne does once its
+        context is done.
         """
         meta = node.get("metadata") or {}
         view = NodeView(str(meta.get("name", "")), meta.get("labels") or {})
         self.last_reason = ""
-        run = _Run(self, view, claims)
+        run = _Run(self, view, claims, deadline)
         return run.allocate()
 
     # -- shared helpers used by _Run --------------------------------------------------------
@@ -368,9 +380,14 @@ class _Run:
     """One Allocate call (Go's ``allocator``): the search state for one node and one pod."""
 
     def __init__(
-        self, owner: Allocator, node: NodeView, claims: Sequence[Mapping[str, Any]]
+        self,
+        owner: Allocator,
+        node: NodeView,
+        claims: Sequence[Mapping[str, Any]],
+        deadline: float | None = None,
     ) -> None:
         self.owner = owner
+        self.deadline = deadline
         self.node = node
         self.claims = claims
         self.pools: list[Pool] = []
@@ -623,6 +640,8 @@ class _Run:
         start: tuple[int, int, int],
     ) -> bool:
         self.owner.allocate_one_calls += 1
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            raise AllocationTimeout("filter operation aborted: context deadline exceeded")
         if claim_index >= len(self.claims):
             return True
         claim = self.claims[claim_index]

@@ -1,39 +1,56 @@
 """DynamicResources: a pod with ResourceClaims goes only where its claims can be allocated.
 
-kube-scheduler v1.37.2's ``dynamicresources`` plugin, without pod groups,
-DRA-backed extended resources or binding conditions:
+kube-scheduler v1.37.2's ``dynamicresources`` plugin, without pod groups or
+DRA-backed extended resources:
 
 - PreEnqueue (``pre_enqueue``): the pod waits, with no cycle, Event or
   condition, until every claim it names exists (``ResourceClaim not created
   yet`` while a template's claim has no name in the pod's status).
 - PreFilter: a claim being deleted, not owned by the pod (template claims), or
   in flight for another pod rejects the pod; so does a request whose DeviceClass
-  does not exist. Allocated claims pin the pod to their node selector.
+  does not exist. Allocated claims pin the pod to their node selector; an
+  allocated claim whose device reports a binding failure condition, or whose
+  binding conditions are still unmet ``bindingTimeoutSeconds`` after its
+  ``allocationTimestamp``, is available on no node (so PostFilter frees it).
 - Filter, per node: the allocator must find devices for every unallocated claim
   (``cannot allocate all claims``), and every allocated claim's node selector
   must match (``resourceclaim not available on the node``). An allocator error
-  (a CEL selector that fails) aborts the attempt, as in kube-scheduler.
+  (a CEL selector that fails) aborts the attempt, as in kube-scheduler; so does
+  a search longer than ``filterTimeoutSeconds`` (``node N: timed out trying to
+  allocate devices``, Go's DRASchedulerFilterTimeout).
 - PostFilter (``stale_claim``): an allocated claim some node could not use and no
   other pod reserves is deallocated, so the next attempt can allocate it afresh.
 - Score: 8 minus the index of each chosen ``firstAvailable`` subrequest, summed,
   normalized, weight 2.
 
-Reserve and PreBind (writing the allocation and ``reservedFor``) are in
-``podium.scheduling.claim_binder``; ``plan_claims`` gives them the chosen
-node's allocations, from the Filter's memo when the cycle just computed them.
+Reserve and PreBind (writing the allocation and ``reservedFor``, then waiting for
+binding conditions) are in ``podium.scheduling.claim_binder``; ``plan_claims``
+gives them the chosen node's allocations, from the Filter's memo when the cycle
+just computed them; ``binding_ready`` and ``binding_timed_out`` are the checks
+PreFilter and PreBind share.
+
+Arguments (``spec.pluginArgs.dynamicResources``, Go's DynamicResourcesArgs):
+``bindingTimeoutSeconds`` (default 600, at least 1) and ``filterTimeoutSeconds``
+(default 10; 0 turns the limit off), validated as Go validates them.
 """
 
 from __future__ import annotations
 
 import copy
 import json
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
 
-from podium.algorithms.dynamic_resources.allocator import AllocationError, Allocator
+from podium.algorithms.dynamic_resources.allocator import (
+    AllocationError,
+    AllocationTimeout,
+    Allocator,
+)
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -60,6 +77,8 @@ __all__ = [
     "ClaimPlan",
     "DynamicResources",
     "PodClaims",
+    "binding_ready",
+    "binding_timed_out",
     "dynamic_resources",
     "plan_claims",
     "pod_claims",
@@ -73,6 +92,9 @@ NOT_AVAILABLE = "resourceclaim not available on the node"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 # resourceapi.FirstAvailableDeviceRequestMaxSize
 FIRST_AVAILABLE_MAX = 8
+# config.DynamicResourcesBindingTimeoutDefault and DynamicResourcesFilterTimeoutDefault.
+BINDING_TIMEOUT = 600.0
+FILTER_TIMEOUT = 10.0
 _STATE = "DynamicResources/claims"
 
 
@@ -165,6 +187,91 @@ def _node_terms(allocation: Mapping[str, Any]) -> tuple[NodeTerm, ...] | None:
     return parse_node_terms(selector.get("nodeSelectorTerms"))
 
 
+def _timestamp(value: object) -> float | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def _go_quote(text: str) -> str:
+    """Go's %q for the texts conditions carry."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def binding_ready(claim: Claim) -> bool | str:
+    """isClaimReadyForBinding: True once every binding condition of every allocated
+    device is True in ``status.devices`` (also when there are none), False while one is
+    not yet, and Go's ErrDeviceBindingFailed text when a failure condition is True."""
+    allocation = claim.allocation
+    if allocation is None:
+        return False
+    devices = _list(claim.status.get("devices"))
+    for result in _list(_dict(allocation.get("devices")).get("results")):
+        result = _dict(result)
+        conditions = _list(result.get("bindingConditions"))
+        if not conditions:
+            continue
+        status = next(
+            (
+                _dict(d)
+                for d in devices
+                if all(_dict(d).get(k) == result.get(k) for k in ("device", "driver", "pool"))
+            ),
+            None,
+        )
+        if status is None:
+            return False
+        reported = {
+            str(_dict(c).get("type") or ""): _dict(c) for c in _list(status.get("conditions"))
+        }
+        for name in _list(result.get("bindingFailureConditions")):
+            failed = reported.get(str(name))
+            if failed is not None and failed.get("status") == "True":
+                return (
+                    f"device binding failed: claim={claim.name}, "
+                    f"reason={failed.get('reason') or ''}, "
+                    f"message={_go_quote(str(failed.get('message') or ''))}"
+                )
+        for name in conditions:
+            if _dict(reported.get(str(name))).get("status") != "True":
+                return False
+    return True
+
+
+def binding_timed_out(claim: Claim, timeout: float, now: float) -> bool:
+    """isClaimTimeout: a device of the allocation has binding conditions and
+    ``allocationTimestamp`` + ``timeout`` lies before ``now``."""
+    allocation = claim.allocation
+    if allocation is None:
+        return False
+    stamp = _timestamp(allocation.get("allocationTimestamp"))
+    if stamp is None:
+        return False
+    results = _list(_dict(allocation.get("devices")).get("results"))
+    with_conditions = any(_dict(r).get("bindingConditions") is not None for r in results)
+    return with_conditions and stamp + timeout < now
+
+
+def _unbindable(claim: Claim, timeout: float, now: float) -> bool:
+    """PreFilter's check of an allocated claim: its binding failed or timed out."""
+    ready = binding_ready(claim)
+    return isinstance(ready, str) or (not ready and binding_timed_out(claim, timeout, now))
+
+
+def _positive_seconds(args: Mapping[str, Any], key: str, default: float, least: float) -> float:
+    """A DynamicResourcesArgs duration in seconds, validated as ValidateDynamicResourcesArgs."""
+    value = args.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{key} must be a number of seconds, got {value!r}")
+    if value < least:
+        bound = "must be at least 1 second" if least else "must be zero or positive"
+        raise ValueError(f"{key}: Invalid value: {value!r}: {bound}")
+    return float(value)
+
+
 @dataclass(slots=True)
 class PodClaims:
     """PreFilter's state: the pod's claims and what each node would allocate."""
@@ -186,6 +293,8 @@ class PodClaims:
     outcomes: dict[str, CachedAllocation] | None = None
     # Whether node labels can change an outcome (some slice or device has a node selector).
     reads_labels: bool = True
+    # filterTimeoutSeconds: how long one node's allocation search may run (0: no limit).
+    filter_timeout: float = 0.0
 
 
 def claims_signature(claims: Sequence[Claim]) -> tuple[str, ...] | None:
@@ -202,8 +311,15 @@ def _node_json(node: NodeInfo) -> dict[str, Any]:
     return {"metadata": {"name": node.name, "labels": node.labels}}
 
 
-def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
-    """PreFilter: None without claims, a reason to reject the pod, or its state."""
+def prepare(
+    store: DraStore,
+    pod: PodInfo,
+    binding_timeout: float = BINDING_TIMEOUT,
+    filter_timeout: float = FILTER_TIMEOUT,
+) -> PodClaims | str | None:
+    """PreFilter: None without claims, a reason to reject the pod, or its state. An
+    allocated claim whose binding failed or timed out gets no node terms: no node can
+    use it (Filter's unavailableClaims)."""
     found = pod_claims(store, pod)
     if isinstance(found, str):
         return found
@@ -211,9 +327,11 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         return None
     terms: list[tuple[NodeTerm, ...] | None] = []
     to_allocate: list[Claim] = []
+    now = time.time()
     for claim in found:
         if claim.allocation is not None:
-            terms.append(_node_terms(claim.allocation))
+            unbindable = _unbindable(claim, binding_timeout, now)
+            terms.append(() if unbindable else _node_terms(claim.allocation))
             continue
         terms.append(None)
         if store.pending_allocation(claim.uid) is not None:
@@ -223,7 +341,7 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
             return why
         to_allocate.append(claim)
     if not to_allocate:
-        return PodClaims(found, terms, to_allocate, None)
+        return PodClaims(found, terms, to_allocate, None, filter_timeout=filter_timeout)
     index = store.slice_index()
     allocator = Allocator(store.allocated_state(), store.classes, index)
     signature = claims_signature(to_allocate)
@@ -236,6 +354,7 @@ def prepare(store: DraStore, pod: PodInfo) -> PodClaims | str | None:
         version=store.version,
         outcomes=None if signature is None else store.outcomes(signature),
         reads_labels=index.reads_labels,
+        filter_timeout=filter_timeout,
     )
 
 
@@ -249,8 +368,15 @@ def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | 
         hit = outcomes.get(node.name)
         if hit is not None and (not state.reads_labels or hit.labels == node.labels):
             return hit.result, hit.reason
+    deadline = time.monotonic() + state.filter_timeout if state.filter_timeout > 0 else None
     try:
-        found = allocator.allocate(_node_json(node), [c.raw for c in state.to_allocate])
+        found = allocator.allocate(
+            _node_json(node), [c.raw for c in state.to_allocate], deadline=deadline
+        )
+    except AllocationTimeout as exc:
+        # Go returns Error: the attempt is aborted and retried after backoff.
+        message = f"node {node.name}: timed out trying to allocate devices"
+        raise PluginError(f'running "{NAME}" filter plugin: {message}') from exc
     except AllocationError as exc:
         raise PluginError(f'running "{NAME}" filter plugin: {exc}') from exc
     reason = allocator.last_reason
@@ -337,6 +463,12 @@ class DynamicResources(FilterPlugin, ScorePlugin):
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
+        self.binding_timeout = _positive_seconds(
+            self.args, "bindingTimeoutSeconds", BINDING_TIMEOUT, 1.0
+        )
+        self.filter_timeout = _positive_seconds(
+            self.args, "filterTimeoutSeconds", FILTER_TIMEOUT, 0.0
+        )
         # The last Filter's state, for Reserve: (pod uid, store version, state).
         self._memo: tuple[str, int, PodClaims] | None = None
 
@@ -345,7 +477,7 @@ class DynamicResources(FilterPlugin, ScorePlugin):
             cycle.state[_STATE] = None
             return None
         store = cycle.snapshot.dra
-        state = prepare(store, cycle.pod)
+        state = prepare(store, cycle.pod, self.binding_timeout, self.filter_timeout)
         if isinstance(state, str):
             cycle.state[_STATE] = None
             return PreFilterResult(reject=state)
@@ -437,14 +569,21 @@ class ClaimPlan:
     """What Reserve and PreBind must do for one pod on one node.
 
     ``items``: each claim not yet reserved for the pod, with the allocation to write
-    (None when the claim is already allocated and only needs ``reservedFor``).
+    (None when the claim is already allocated and only needs ``reservedFor``);
+    ``claims``: all of the pod's claims, which PreBind's binding conditions watch.
     """
 
     items: list[tuple[Claim, dict[str, Any] | None]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         return not self.items
+
+    @property
+    def pre_flight(self) -> bool:
+        """PreBindPreFlight: PreBind works (Success) for a pod with any claim, else Skip."""
+        return bool(self.claims)
 
 
 def dynamic_resources(profile: Profile) -> DynamicResources | None:
@@ -461,7 +600,7 @@ def plan_claims(
     """
     state = plugin.memo(pod, store)
     if state is None:
-        prepared = prepare(store, pod)
+        prepared = prepare(store, pod, plugin.binding_timeout, plugin.filter_timeout)
         if prepared is None:
             return ClaimPlan()
         if isinstance(prepared, str):
@@ -472,7 +611,7 @@ def plan_claims(
         raise PluginError(f'running Reserve plugin "{NAME}": claim allocation not found for node')
     # A copy: the Filter's results may be shared with other pods through the store's cache.
     allocations = dict(zip((c.uid for c in state.to_allocate), copy.deepcopy(result), strict=True))
-    plan = ClaimPlan()
+    plan = ClaimPlan(claims=list(state.claims))
     for claim in state.claims:
         if pod.uid in claim.reserved_for:
             continue

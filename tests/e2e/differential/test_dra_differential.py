@@ -28,19 +28,27 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
-from podium.kube.manifests import make_pod
+from podium.devcluster.objects import create_nodes, delete_nodes, pod_events, wait_for
+from podium.kube.manifests import make_node, make_pod
 from tests.e2e.differential import kube_scores
 from tests.e2e.differential.dra_scenarios import DraScenario, generate
 from tests.e2e.differential.kube_scores import KubeLog
 from tests.e2e.dra import (
+    ATTACH_FAILED,
+    ATTACHED,
     DRIVER,
     Dra,
+    claim_spec,
     claim_template,
     device_class,
+    exactly,
+    gated_device,
     resource_claim,
+    resource_slice,
     with_claims,
 )
+from tests.e2e.test_policy import crd  # noqa: F401
+from tests.e2e.test_volumes import accepted, scheduler_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -223,3 +231,104 @@ async def test_scenarios_are_valid_and_varied() -> None:
         for _, _, allocation in s.taken:
             (result,) = allocation["devices"]["results"]
             assert result["pool"] in pools
+
+
+# -- binding conditions ---------------------------------------------------------------------
+
+BC_KUBE, BC_PODIUM = "drabc-kube", "drabc-podium"
+BC_TIMEOUT = 6  # seconds, on both sides: past Go's first 5 s poll, so "met" is seen there
+OUTCOMES = ("met", "failed", "timed-out")
+_BC_CLAIM = re.compile(r"bc-[a-z-]+-(kube|podium)-gpu-[a-z0-9]{5}")
+
+
+async def _bind_with_conditions(
+    api: ApiClient, dra: Dra, namespace: str, scheduler: str, outcome: str, template: str
+) -> dict[str, Any]:
+    """One pod on a gated device: the driver reports Attached (met), AttachFailed
+    (failed) or nothing (timed-out) once PreBind has written the claim; returns whether it
+    was bound, the binding failure's message and the message that followed it."""
+    core = client.CoreV1Api(api)
+    name = f"bc-{outcome}-{scheduler.split('-')[1]}"
+    body = with_claims(make_pod(name, cpu="100m", scheduler_name=scheduler), {"gpu": template})
+    await core.create_namespaced_pod(namespace, cast(Any, body))
+    (claim_name,) = await dra.instantiate(name)
+
+    async def reserved() -> bool:
+        (claim,) = [c for c in await dra.claims() if c["metadata"]["name"] == claim_name]
+        status = claim.get("status") or {}
+        return bool(status.get("allocation") and status.get("reservedFor"))
+
+    await wait_for(reserved, timeout=30, interval=0.05, message=f"{name}'s claim written")
+    if outcome != "timed-out":
+        await dra.report(claim_name, ATTACHED if outcome == "met" else ATTACH_FAILED)
+
+    async def messages() -> list[str]:
+        events = await pod_events(api, namespace, name, "FailedScheduling")
+        return [_BC_CLAIM.sub("<claim>", str(e.message)) for e in events]
+
+    async def settled() -> dict[str, Any] | None:
+        raw: Any = await core.read_namespaced_pod(name, namespace, _preload_content=False)
+        if (await raw.json())["spec"].get("nodeName"):
+            return {"bound": True, "failure": "", "after": ""}
+        seen = await messages()
+        failure = next((i for i, m in enumerate(seen) if "device binding" in m), None)
+        if failure is None or failure + 1 >= len(seen):
+            return None
+        return {"bound": False, "failure": seen[failure], "after": seen[failure + 1]}
+
+    decision = await wait_for(settled, timeout=60, interval=0.1, message=f"{name} settled")
+    assert decision is not None
+    await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+    await dra.delete_claim(claim_name)
+    return cast(dict[str, Any], decision)
+
+
+@pytest.mark.usefixtures("crd")
+async def test_binding_conditions_agree_with_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    dra: Dra,
+    node_factory: Any,
+    kube_scheduler: Any,
+    podium: Any,
+) -> None:
+    """A device with binding conditions, under a 6 s binding timeout on both sides: the
+    condition reported True binds the pod; a failure condition, or none within the
+    timeout, fails the attempt with the same message, and the next attempt deallocates
+    the claim with the same message (compared with the claim's name left out)."""
+    (node,) = await node_factory([make_node(f"{namespace}-bc")])
+    klass = f"{namespace}-bc"
+    await dra.create("deviceclasses", device_class(klass))
+    await dra.create(
+        "resourceslices", resource_slice(f"{node}-gpus", node, [gated_device("gpu-0")])
+    )
+    template = "bc"
+    await dra.create(
+        "resourceclaimtemplates", claim_template(template, claim_spec(exactly("gpu", klass)))
+    )
+    args = {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "DynamicResourcesArgs",
+        "bindingTimeout": f"{BC_TIMEOUT}s",
+    }
+    await kube_scheduler(BC_KUBE, plugin_config=[{"name": "DynamicResources", "args": args}])
+    spec = {"pluginArgs": {"dynamicResources": {"bindingTimeoutSeconds": BC_TIMEOUT}}}
+    results = []
+    async with scheduler_policy(api_client, BC_PODIUM, spec):
+        await podium()
+        await accepted(api_client, BC_PODIUM)
+        for outcome in OUTCOMES:
+            kube = await _bind_with_conditions(
+                api_client, dra, namespace, BC_KUBE, outcome, template
+            )
+            mine = await _bind_with_conditions(
+                api_client, dra, namespace, BC_PODIUM, outcome, template
+            )
+            results.append(
+                {"outcome": outcome, "kube": kube, "podium": mine, "agree": kube == mine}
+            )
+    agree = sum(1 for r in results if r["agree"])
+    summary = f"[dra] binding conditions: {agree}/{len(results)} outcomes agree"
+    print(summary, *(json.dumps(r) for r in results), sep="\n")
+    assert [r["kube"]["bound"] for r in results] == [True, False, False], results
+    assert agree == len(results), summary + "\n" + "\n".join(json.dumps(r) for r in results)
