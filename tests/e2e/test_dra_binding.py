@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-import pytest_asyncio
 from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 
@@ -37,13 +36,6 @@ from .test_policy import crd  # noqa: F401
 from .test_volumes import accepted, scheduler_policy
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
-
-
-@pytest_asyncio.fixture(loop_scope="session")
-async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
-    made = Dra(api_client, namespace)
-    yield made
-    await made.cleanup()
 
 
 async def record(api: ApiClient, namespace: str, seen: list[dict[str, Any]], plural: str) -> None:
