@@ -25,6 +25,7 @@ from typing import Any
 
 import structlog
 
+from podium.algorithms.dynamic_resources.cel import load_runtime
 from podium.algorithms.dynamic_resources.plugin import (
     DEALLOCATED,
     ClaimPlan,
@@ -147,6 +148,7 @@ class PodiumScheduler:
         self.volumes = self.snapshot.volumes
         self.volume_binder = VolumeBinder(binder.client, self.volumes)
         self.dra = self.snapshot.dra
+        self._selector_runtime_loading = False
         self.claim_binder = ClaimBinder(
             binder.client, self.dra, self.on_dra, self._wake_claim, self._note
         )
@@ -281,6 +283,8 @@ class PodiumScheduler:
         freed allocation every pod DynamicResources rejected.
         """
         update = self.dra.apply(kind, event_type, body)
+        if (update.devices or update.classes) and not self._selector_runtime_loading:
+            self._load_selector_runtime()
         event = ClusterEvent(0)
         if update.devices:
             event |= ClusterEvent.RESOURCE_SLICE
@@ -292,6 +296,17 @@ class PodiumScheduler:
             self.queue.on_event(event)
         if update.claim:
             self._wake_claim(update.claim)
+
+    def _load_selector_runtime(self) -> None:
+        """DynamicResources' CEL runtime, loaded in a worker thread before the first cycle
+        that reads a device needs it (``load_runtime``); on the loop, the import alone
+        held it for about 0.1 s."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # a test driving the scheduler without a loop
+            return
+        self._selector_runtime_loading = True
+        self.spawn(asyncio.to_thread(load_runtime))
 
     def _wake_claim(self, key: str) -> None:
         """The pods naming claim ``key`` may fit now (its status or in-flight state moved)."""

@@ -76,6 +76,7 @@ __all__ = [
     "compile_selector",
     "device_matches",
     "device_variables",
+    "load_runtime",
 ]
 
 
@@ -556,6 +557,13 @@ def _ident_name(tree: Any) -> str | None:
 class _Runtime(NamedTuple):
     env: celpy.Environment
     default_map: type[celtypes.MapType]
+
+
+def load_runtime() -> None:
+    """Load cel-python now. Its imports and parser tables take about 0.1 s of CPU, which
+    the first cycle that reads a device would otherwise spend holding the event loop; the
+    scheduler calls this in a worker thread when the first DRA object arrives."""
+    _runtime()
 
 
 @functools.cache
