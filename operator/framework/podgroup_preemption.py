@@ -19,7 +19,7 @@ Pure: it decides on the board's cache (restored before it returns), and
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,9 +29,15 @@ from podium.framework.preemption import (
     NEVER,
     PREEMPTION_BY_SCHEDULER,
     filter_node,
-    start_time,
 )
 from podium.framework.queued import QueuedPod
+from podium.framework.victims import (
+    Victim,
+    domain_victims,
+    filter_units_with_pdb_violation,
+    importance,
+    victim_priority,
+)
 from podium.kube.objects import PodInfo
 from podium.kube.pdb import Pdb
 from podium.state.cache import PodState
@@ -46,9 +52,6 @@ __all__ = [
     "ONGOING",
     "PREFIX",
     "GroupPreemption",
-    "Victim",
-    "domain_victims",
-    "filter_victims_with_pdb_violation",
     "preempt_group",
 ]
 
@@ -56,19 +59,6 @@ PREFIX = "pod group preemption: "
 NO_VICTIMS = "No preemption victims found for incoming preemptor"
 ONGOING = "ongoing preemption on nominated nodes"
 FOUND = "found a placement for podgroup, preempting {} victims"
-
-
-@dataclass(slots=True)
-class Victim:
-    """One preemption unit: a pod, or every scheduled pod of a ``disruptionMode: All`` group."""
-
-    pods: list[PodInfo]
-    priority: int
-    # Go's keyType PodGroup: the pod has a scheduling group (either mode), or it is a group.
-    group: bool
-
-    def earliest_start(self, now: float) -> float:
-        return min(start_time(p, now) for p in self.pods)
 
 
 @dataclass(slots=True)
@@ -83,72 +73,6 @@ class GroupPreemption:
     num_pdb_violations: int = 0
     num_group_disruptions: int = 0
     unresolvable: bool = False
-
-
-def _priority(pod: PodInfo, groups: Mapping[str, PodGroup]) -> int:
-    """GetPodPriority: a group member has its PodGroup's priority."""
-    group = groups.get(pod.group_key) if pod.pod_group else None
-    return group.priority if group is not None else pod.priority
-
-
-def domain_victims(
-    board: Board, groups: Mapping[str, PodGroup], exclude: frozenset[str] = frozenset()
-) -> list[Victim]:
-    """getCrossNodesVictims: the cluster's pods as preemption units, in node order."""
-    seen: set[str] = set()
-    victims: list[Victim] = []
-    snapshot = board.snapshot
-    for row in range(len(snapshot)):
-        for pod in snapshot.pods[row].values():
-            if pod.uid in exclude:
-                continue
-            group = groups.get(pod.group_key) if pod.pod_group else None
-            if group is None or not group.disruption_all:
-                victims.append(Victim([pod], _priority(pod, groups), bool(pod.pod_group)))
-                continue
-            if group.key in seen:
-                continue
-            seen.add(group.key)
-            members = [
-                s.pod
-                for s in board.cache.pods.values()
-                if s.pod.pod_group and s.pod.group_key == group.key
-            ]
-            victims.append(Victim(members or [pod], group.priority, True))
-    return victims
-
-
-def _importance(now: float) -> Callable[[Victim], tuple[int, int, int, float]]:
-    """MoreImportantVictim: priority, then groups before pods, then size, then started first."""
-    return lambda v: (-v.priority, -(2 if v.group else 1), -len(v.pods), v.earliest_start(now))
-
-
-def filter_victims_with_pdb_violation(
-    victims: Sequence[Victim], pdbs: Sequence[Pdb]
-) -> tuple[list[tuple[Victim, int]], list[Victim]]:
-    """FilterVictimsWithPDBViolation: a victim violates when any of its pods does."""
-    allowed = [pdb.disruptions_allowed for pdb in pdbs]
-
-    def violates(pod: PodInfo) -> bool:
-        if not pod.labels:
-            return False
-        for i, pdb in enumerate(pdbs):
-            if not pdb.matches(pod) or pod.name in pdb.disrupted_pods:
-                continue
-            allowed[i] -= 1
-            if allowed[i] < 0:
-                return True
-        return False
-
-    violating: list[tuple[Victim, int]] = []
-    others: list[Victim] = []
-    for victim in victims:
-        count = sum(1 for pod in victim.pods if violates(pod))
-        if count:
-            violating.append((victim, count))
-        else:
-            others.append(victim)
-    return violating, others
 
 
 def _terminating_by_preemption(pod: PodInfo) -> bool:
@@ -184,11 +108,15 @@ def preempt_group(
         if row is None:
             continue
         for other in snapshot.pods[row].values():
-            if _priority(other, groups) < group.priority and _terminating_by_preemption(other):
+            if victim_priority(other, groups) < group.priority and _terminating_by_preemption(
+                other
+            ):
                 current = {p.uid: p.nominated_node for p in members}
                 return GroupPreemption(PREFIX + ONGOING, True, nominations=current)
     own = frozenset(p.uid for p in [*members, *scheduled])
-    potential = [v for v in domain_victims(board, groups, own) if v.priority < group.priority]
+    potential = [
+        v for v in domain_victims(snapshot, groups, exclude=own) if v.priority < group.priority
+    ]
     if not potential:
         return GroupPreemption(PREFIX + NO_VICTIMS, unresolvable=True)
     cache = board.cache
@@ -225,8 +153,8 @@ def preempt_group(
                 cache.forget_pod(pod)
         else:
             return GroupPreemption(PREFIX + outcome.status_message())
-        potential.sort(key=_importance(now))
-        violating, others = filter_victims_with_pdb_violation(potential, list(pdbs))
+        potential.sort(key=importance(now))
+        violating, others = filter_units_with_pdb_violation(potential, list(pdbs))
 
         def reprieve(victim: Victim) -> bool:
             give_back(victim)
@@ -253,7 +181,7 @@ def preempt_group(
         for victim in others:
             if not reprieve(victim):
                 to_preempt.append(victim)
-        to_preempt.sort(key=_importance(now))
+        to_preempt.sort(key=importance(now))
         return GroupPreemption(
             PREFIX + FOUND.format(sum(len(v.pods) for v in to_preempt)),
             True,

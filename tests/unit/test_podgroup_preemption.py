@@ -19,12 +19,11 @@ from podium.framework.podgroup_preemption import (
     FOUND,
     NO_VICTIMS,
     PREFIX,
-    Victim,
-    domain_victims,
     preempt_group,
 )
 from podium.framework.preemption import NEVER
 from podium.framework.queued import QueuedPod
+from podium.framework.victims import Victim, domain_victims
 from podium.kube.objects import PodInfo, parse_node, parse_pod
 from podium.kube.pdb import Pdb, parse_pdb
 from podium.policy import default_profile
@@ -192,12 +191,11 @@ def test_all_mode_group_is_one_victim_across_nodes() -> None:
     cache.add_pod(parse_pod(pod("plain", cpu="1", node_name="n1", priority=1)))
     snapshot = Snapshot()
     snapshot.update(cache)
-    board = Board(Scheduler(random.Random(0)), cache, snapshot)
     for mode, expected in (
         ("all", [["v1", "v2"], ["plain"]]),
         ("single", [["v1"], ["plain"], ["v2"]]),
     ):
         groups = {"default/victim": _group("victim", LOW, 2, mode)}
-        victims: list[Victim] = domain_victims(board, groups)
+        victims: list[Victim] = domain_victims(snapshot, groups)
         assert sorted(sorted(p.name for p in v.pods) for v in victims) == sorted(expected)
         assert all(v.group == (v.pods[0].name != "plain") for v in victims)
