@@ -21,7 +21,7 @@ from podium.framework.podgroup_preemption import (
     PREFIX,
     preempt_group,
 )
-from podium.framework.preemption import NEVER
+from podium.framework.preemption import NEVER, select_victims_on_node
 from podium.framework.queued import QueuedPod
 from podium.framework.victims import Victim, domain_victims
 from podium.kube.objects import PodInfo, parse_node, parse_pod
@@ -122,10 +122,16 @@ CASES = [
 
 
 def _running(
-    name: str, cpu: str, priority: int, group: str, labels: dict[str, str], start: str
+    name: str,
+    cpu: str,
+    priority: int,
+    group: str,
+    labels: dict[str, str],
+    start: str,
+    where: str = "n1",
 ) -> PodInfo:
     extra: dict[str, Any] = {"schedulingGroup": {"podGroupName": group}} if group else {}
-    body = pod(name, cpu=cpu, node_name="n1", priority=priority, labels=labels, **extra)
+    body = pod(name, cpu=cpu, node_name=where, priority=priority, labels=labels, **extra)
     body["status"] = {"phase": "Running", "startTime": start}
     return parse_pod(body)
 
@@ -199,3 +205,26 @@ def test_all_mode_group_is_one_victim_across_nodes() -> None:
         victims: list[Victim] = domain_victims(snapshot, groups)
         assert sorted(sorted(p.name for p in v.pods) for v in victims) == sorted(expected)
         assert all(v.group == (v.pods[0].name != "plain") for v in victims)
+
+
+@pytest.mark.parametrize(
+    ("mode", "victims"),
+    [("all", ["v1", "v2"]), ("single", ["v2"])],
+    ids=["all: the whole group, its pod on the other node too", "single: one member"],
+)
+def test_single_pod_preemptor_respects_disruption_mode(mode: str, victims: list[str]) -> None:
+    """SelectVictimsOnNode with DomainVictims: a pod evicts an All group only whole."""
+    cache = Cache()
+    for name in ("n1", "n2"):
+        cache.add_node(parse_node(node(name, cpu="1")))
+    for name, where, start in (("v1", "n2", T1), ("v2", "n1", T2)):
+        cache.add_pod(_running(name, "1", LOW, "victim", {}, start, where))
+    snapshot = Snapshot()
+    snapshot.update(cache)
+    groups = {"default/victim": _group("victim", LOW, 2, mode)}
+    preemptor = parse_pod(pod("p", cpu="1", priority=HIGH))
+    chosen, violations, status = select_victims_on_node(
+        default_profile(), snapshot, preemptor, snapshot.index["n1"], groups=groups
+    )
+    assert status.fits and violations == 0
+    assert sorted(p.name for p in chosen) == victims
