@@ -87,6 +87,12 @@ class Metrics:
             ["outcome"],
             registry=r,
         )
+        self.workload_preemption_attempts = Counter(
+            "scheduler_workload_preemption_attempts_total",
+            "Total preemption attempts initiated by workload (including pod groups).",
+            ["result"],
+            registry=r,
+        )
         self.policy_reloads = Counter(
             "podium_policy_reloads_total",
             "SchedulerPolicy loads, by the result.",

@@ -407,19 +407,27 @@ def format_table(results: list[TestResult], width: int = 100) -> str:
     return "\n".join(lines)
 
 
-async def run_conformance(scheduler: str, report_dir: Path, log: Log = _stderr) -> list[TestResult]:
+PHASES = ("default", "feature")
+
+
+async def run_conformance(
+    scheduler: str, report_dir: Path, log: Log = _stderr, phase: str = "all"
+) -> list[TestResult]:
     """Every [sig-scheduling] spec: upstream's default selection on a cluster without
-    GenericWorkload, then the rest (all tagged [Feature:...]) on a cluster with it.
+    GenericWorkload, then the rest (all tagged [Feature:...]) on a cluster with it;
+    ``phase`` ("default", "feature" or "all") runs one of the two, or both.
 
     Each phase's report, suite output and cluster logs go to report_dir/<phase>/.
     """
     results: list[TestResult] = []
-    for phase, workload, focus, skip in (
+    for name, workload, focus, skip in (
         ("default", False, SCHEDULING_FOCUS, DEFAULT_SKIP),
         ("feature", True, FEATURE_FOCUS, None),
     ):
-        log(f"== {phase} selection, {scheduler} ==")
-        phase_dir = report_dir / phase
+        if phase not in ("all", name):
+            continue
+        log(f"== {name} selection, {scheduler} ==")
+        phase_dir = report_dir / name
         workdir = phase_dir / "cluster"
         await asyncio.to_thread(workdir.mkdir, parents=True, exist_ok=True)
         async with conformance_cluster(

@@ -29,16 +29,22 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
-from typing import Any
 
 import numpy as np
 
 from podium.framework.cycle import UNRESOLVABLE, UNSCHEDULABLE, Diagnosis, Nominated
 from podium.framework.plugin import Cycle
 from podium.framework.profile import Profile
+from podium.framework.victims import (
+    Victim,
+    domain_victims,
+    filter_units_with_pdb_violation,
+    importance,
+    start_time,
+)
 from podium.kube.objects import PodInfo
 from podium.kube.pdb import Pdb
+from podium.state.podgroups import PodGroup
 from podium.state.snapshot import Snapshot
 
 __all__ = [
@@ -104,22 +110,6 @@ def candidate_count(profile: Profile, potential: int) -> int:
     n = potential * profile.min_candidate_nodes_percentage // 100
     n = max(n, profile.min_candidate_nodes_absolute)
     return min(n, potential)
-
-
-def start_time(pod: PodInfo, now: float) -> float:
-    """GetPodStartTime: status.startTime, or now for pods that have not started."""
-    raw = (pod.raw.get("status") or {}).get("startTime") if isinstance(pod.raw, Mapping) else None
-    if isinstance(raw, str) and raw:
-        try:
-            return datetime.fromisoformat(raw.replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return now
-    return now
-
-
-def _importance(now: float) -> Any:
-    """MoreImportantVictim for single pods: higher priority, then started earlier."""
-    return lambda p: (-p.priority, start_time(p, now))
 
 
 def filter_victims_with_pdb_violation(
@@ -190,39 +180,53 @@ def select_victims_on_node(
     pdbs: Sequence[Pdb] = (),
     nominated: Nominated | None = None,
     now: float | None = None,
+    groups: Mapping[str, PodGroup] | None = None,
 ) -> tuple[list[PodInfo], int, NodeStatus]:
-    """SelectVictimsOnNode: the fewest, least important pods whose removal lets ``pod`` fit."""
+    """SelectVictimsOnNode: the fewest, least important victims whose removal lets ``pod`` fit.
+
+    With ``groups`` (GenericWorkload on) the victims are Go's DomainVictims: a
+    ``disruptionMode: All`` group goes whole, its pods on other nodes too.
+    """
     now = time.time() if now is None else now
-    potential = [p for p in snapshot.pods[row].values() if p.priority < pod.priority]
+    if groups is None:
+        units = [Victim([p], p.priority, False) for p in snapshot.pods[row].values()]
+    else:
+        units = domain_victims(snapshot, groups, rows=(row,))
+    potential = [u for u in units if u.priority < pod.priority]
     if not potential:
         return [], 0, NodeStatus(False, True, [NO_VICTIMS])
+    here = snapshot.pods[row]
+
+    def local(unit: Victim) -> list[PodInfo]:
+        return [p for p in unit.pods if p.uid in here]
+
     held = _held((nominated or {}).get(snapshot.names[row]), pod)
-    backup = snapshot.edit_row(row, remove=potential)
+    backup = snapshot.edit_row(row, remove=[p for u in potential for p in local(u)])
     try:
         status = filter_node(profile, snapshot, pod, row, held)
         if not status.fits:
             return [], 0, status
-        potential.sort(key=_importance(now))
-        violating, others = filter_victims_with_pdb_violation(potential, pdbs)
-        victims: list[PodInfo] = []
+        potential.sort(key=importance(now))
+        violating, others = filter_units_with_pdb_violation(potential, pdbs)
+        chosen: list[Victim] = []
         violations = 0
 
-        def reprieve(victim: PodInfo) -> bool:
-            undo = snapshot.edit_row(row, add=[victim])
+        def reprieve(victim: Victim) -> bool:
+            undo = snapshot.edit_row(row, add=local(victim))
             if filter_node(profile, snapshot, pod, row, held).fits:
                 return True
             snapshot.restore_row(row, undo)
-            victims.append(victim)
+            chosen.append(victim)
             return False
 
-        for victim in violating:
+        for victim, count in violating:
             if not reprieve(victim):
-                violations += 1
+                violations += count
         for victim in others:
             reprieve(victim)
         if violating and others:
-            victims.sort(key=_importance(now))
-        return victims, violations, status
+            chosen.sort(key=importance(now))
+        return [p for v in chosen for p in v.pods], violations, status
     finally:
         snapshot.restore_row(row, backup)
 
@@ -279,8 +283,12 @@ def evaluate(
     pdbs: Iterable[Pdb] = (),
     nominated: Nominated | None = None,
     nominated_node: str = "",
+    groups: Mapping[str, PodGroup] | None = None,
 ) -> PreemptionResult:
-    """Evaluator.Preempt without actuation: the candidate and the "preemption: ..." message."""
+    """Evaluator.Preempt without actuation: the candidate and the "preemption: ..." message.
+
+    ``groups`` (the PodGroups, when GenericWorkload is on) makes victims of whole
+    ``disruptionMode: All`` groups."""
     if diagnosis.prefilter_msg:
         return PreemptionResult(PREFILTER_REJECTED)
     if pod.preemption_policy == "Never":
@@ -304,7 +312,7 @@ def evaluate(
         for i in range(int(potential.size)):
             node = int(potential[(offset + i) % potential.size])
             victims, violations, status = select_victims_on_node(
-                profile, snapshot, pod, node, budgets, nominated, now
+                profile, snapshot, pod, node, budgets, nominated, now, groups
             )
             if status.fits and victims:
                 found = Candidate(snapshot.names[node], victims, violations)

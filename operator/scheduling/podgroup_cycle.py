@@ -15,7 +15,9 @@ kube-scheduler v1.37 with the GenericWorkload gate (``gangscheduling.go`` and
 All assumptions happen in one synchronous step, before any bind starts, so no other
 pod's cycle can interleave with a half-placed group, and no member ever waits at Permit
 for the rest: kube-scheduler's 5-minute Permit timeout has nothing to time out.
-Group preemption is not done: an unschedulable group reports that no victims were found.
+An unschedulable group preempts as one unit when its profile preempts
+(``podium.framework.podgroup_preemption``): its members are nominated and wait for the
+victims to go, as Go's waitingOnPreemption.
 
 The placement itself is ``podium.framework.podgroup`` (pure, shared with simulate and
 explain); this module is the live half: the queue, the binds and the PodGroup's status.
@@ -47,10 +49,14 @@ from podium.framework.podgroup import (
     validate_group,
     waiting_reason,
 )
+from podium.framework.podgroup_preemption import GroupPreemption, preempt_group
 from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
+from podium.kube.pdb import Pdb
+from podium.metrics import Metrics
 from podium.scheduling.nominator import Nominator
+from podium.scheduling.preemptor import actuate_group
 from podium.scheduling.queue import GANG
 from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
@@ -96,6 +102,8 @@ class GroupHost(Protocol):
     algorithm: Scheduler
     volumes: VolumeStore
     binder: Binder
+    pdbs: dict[str, Pdb]
+    metrics: Metrics
 
     def fail(
         self,
@@ -109,6 +117,7 @@ class GroupHost(Protocol):
         elapsed: float = ...,
         reasons: list[str] | None = ...,
         placement: Placement | None = ...,
+        nominating: str | None = ...,
     ) -> None:
         """Requeue a member, and report why it was not scheduled."""
 
@@ -257,8 +266,15 @@ def _decide(
         )
         return
     condition_message = ""
+    preemption: GroupPreemption | None = None
     if not outcome.success:
-        condition_message = group_unschedulable(outcome, profile.preemption)
+        if profile.preemption:
+            preemption = _preempt(sched, profile, group, live, scheduled)
+            condition_message = f"{outcome.status_message()}, {preemption.message}"
+        else:
+            condition_message = group_unschedulable(outcome, False)
+    waiting = preemption is not None and preemption.success
+    nominations = preemption.nominations if preemption is not None and waiting else {}
     binds = [
         (member, placement.node, sched.record(member, profile, placement))
         for member, placement in outcome.placements
@@ -284,25 +300,37 @@ def _decide(
                 elapsed=elapsed,
                 reasons=sorted(diagnosis.reasons),
                 placement=placement,
+                nominating=nominations.get(member.pod.uid) if waiting else None,
             )
         elif placement is not None:  # placed, then reverted with its group
             sched.fail(
                 member,
                 "Unschedulable",
-                f"{GROUP_ERROR}, {condition_message}",
+                # Waiting on preemption, Go fails it with the group's status as it is.
+                condition_message if waiting else f"{GROUP_ERROR}, {condition_message}",
                 profile=profile,
                 elapsed=elapsed,
                 placement=placement,
+                nominating=nominations.get(member.pod.uid) if waiting else None,
             )
         else:  # never evaluated: the group's status before PostFilter
             message = outcome.status_message()
-            sched.fail(member, "Unschedulable", message, profile=profile, elapsed=elapsed)
+            sched.fail(
+                member,
+                "Unschedulable",
+                message,
+                profile=profile,
+                elapsed=elapsed,
+                nominating=nominations.get(member.pod.uid) if waiting else None,
+            )
     log.info(
         "pod_group_cycle",
         pod_group=group.key,
         members=len(live),
         placed=sum(1 for _, p in outcome.placements if p is not None and p.node),
-        result="scheduled" if outcome.success else "unschedulable",
+        result="scheduled"
+        if outcome.success
+        else ("waiting_on_preemption" if waiting else "unschedulable"),
         message=condition_message,
         duration_ms=round(elapsed * 1000, 3),
     )
@@ -311,6 +339,43 @@ def _decide(
     else:
         reason = {"status": "False", "reason": "Unschedulable", "message": condition_message}
         _write(sched, profile, group, reason)
+
+
+def _preempt(
+    sched: GroupHost,
+    profile: Profile,
+    group: PodGroup,
+    live: list[QueuedPod],
+    scheduled: list[PodInfo],
+) -> GroupPreemption:
+    """DefaultPreemption's PodGroupPostFilter: decide, count the attempt, start the evictions."""
+    board = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
+    pdbs = list(sched.pdbs.values())
+    try:
+        result = preempt_group(
+            board, profile, group, live, scheduled, sched.pod_groups.groups, pdbs
+        )
+    except Exception:
+        sched.metrics.workload_preemption_attempts.labels("Error").inc()
+        raise
+    code = "Success" if result.success else "Unschedulable"
+    if result.unresolvable:
+        code = "UnschedulableAndUnresolvable"
+    sched.metrics.workload_preemption_attempts.labels(code).inc()
+    if result.victims:
+        log.info(
+            "pod_group_preemption",
+            pod_group=group.key,
+            victims=[v.key for v in result.victims],
+            nominated=result.nominations,
+            pdb_violations=result.num_pdb_violations,
+        )
+    if result.victims:  # a dry-run profile never gets here
+        client = sched.binder.client
+        instance = sched.binder.instance
+        name = profile.scheduler_name
+        sched.spawn(actuate_group(client, group, result.victims, name, instance, pdbs))
+    return result
 
 
 def _write(sched: GroupHost, profile: Profile, group: PodGroup, condition: dict[str, str]) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 import structlog
@@ -18,8 +19,11 @@ from podium.framework.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDUL
 from podium.kube.client import ApiError, KubeClient
 from podium.kube.objects import PodInfo
 from podium.kube.pdb import Pdb
+from podium.state.podgroups import WORKLOAD_API, PodGroup
 
-__all__ = ["actuate", "preempt_victim", "set_nominated_node"]
+WORKLOAD_GROUP_VERSION = WORKLOAD_API.removeprefix("/apis/")
+
+__all__ = ["actuate", "actuate_group", "preempt_victim", "set_nominated_node"]
 
 log = structlog.get_logger("podium.scheduling.preemptor")
 
@@ -42,11 +46,30 @@ async def set_nominated_node(client: KubeClient, pod: PodInfo, node: str) -> Non
             log.warning("nominate_failed", pod=pod.name, namespace=pod.namespace, error=str(exc))
 
 
+@dataclass(frozen=True, slots=True)
+class Preemptor:
+    """Who preempts, as Go's ExecutorPreemptor: a pod, or a PodGroup ("podgroup")."""
+
+    kind: str  # "Pod" or "PodGroup", the Event's related object
+    type: str  # "pod" or "podgroup", in the condition and the Event's note
+    namespace: str
+    name: str
+    uid: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+def _preemptor(pod: PodInfo) -> Preemptor:
+    return Preemptor("Pod", "pod", pod.namespace, pod.name, pod.uid)
+
+
 async def _preempted_event(
     client: KubeClient,
     instance: str,
     victim: PodInfo,
-    preemptor: PodInfo,
+    preemptor: Preemptor,
     node: str,
     controller: str,
 ) -> None:
@@ -70,13 +93,13 @@ async def _preempted_event(
             "uid": victim.uid,
         },
         "related": {
-            "apiVersion": "v1",
-            "kind": "Pod",
+            "apiVersion": "v1" if preemptor.kind == "Pod" else WORKLOAD_GROUP_VERSION,
+            "kind": preemptor.kind,
             "namespace": preemptor.namespace,
             "name": preemptor.name,
             "uid": preemptor.uid,
         },
-        "note": f"Preempted by pod {preemptor.uid} on node {node}",
+        "note": f"Preempted by {preemptor.type} {preemptor.uid} on node {node}",
         "type": "Normal",
     }
     try:
@@ -88,7 +111,7 @@ async def _preempted_event(
 async def preempt_victim(
     client: KubeClient,
     victim: PodInfo,
-    preemptor: PodInfo,
+    preemptor: Preemptor,
     node: str,
     scheduler_name: str,
     instance: str,
@@ -105,7 +128,9 @@ async def preempt_victim(
         "type": DISRUPTION_TARGET,
         "status": "True",
         "reason": PREEMPTION_BY_SCHEDULER,
-        "message": f"{scheduler_name}: preempting to accommodate a higher priority pod",
+        "message": (
+            f"{scheduler_name}: preempting to accommodate a higher priority {preemptor.type}"
+        ),
         "lastTransitionTime": _now(),
     }
     path = _pod_path(victim)
@@ -167,7 +192,13 @@ async def actuate(
         covered = any(pdb.matches(victim) for pdb in budgets)
         try:
             await preempt_victim(
-                client, victim, preemptor, candidate.node, scheduler_name, instance, covered
+                client,
+                victim,
+                _preemptor(preemptor),
+                candidate.node,
+                scheduler_name,
+                instance,
+                covered,
             )
         except Exception as exc:  # the preemptor retries; a later cycle picks again
             log.warning(
@@ -176,3 +207,29 @@ async def actuate(
             return
     for pod in lower_nominated:
         await set_nominated_node(client, pod, "")
+
+
+async def actuate_group(
+    client: KubeClient,
+    group: PodGroup,
+    victims: Iterable[PodInfo],
+    scheduler_name: str,
+    instance: str,
+    pdbs: Iterable[Pdb] = (),
+) -> None:
+    """actuatePodGroupPreemption: preempt every victim for the group (Go's node "cluster")."""
+    budgets = list(pdbs)
+    preemptor = Preemptor("PodGroup", "podgroup", group.namespace, group.name, group.uid)
+    for victim in victims:
+        if victim.deleting:
+            continue
+        covered = any(pdb.matches(victim) for pdb in budgets)
+        try:
+            await preempt_victim(
+                client, victim, preemptor, "cluster", scheduler_name, instance, covered
+            )
+        except Exception as exc:  # the group retries; a later cycle picks again
+            log.warning(
+                "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
+            )
+            return

@@ -636,6 +636,8 @@ class PodiumScheduler:
                     self.pdbs.values(),
                     self.nominator.by_node,
                     nominated_node,
+                    # GenericWorkload: victims are units of their PodGroup's disruption mode.
+                    self.pod_groups.groups if self.pod_groups.served else None,
                 )
                 diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
                 nominating = result.nominating

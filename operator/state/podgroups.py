@@ -48,6 +48,9 @@ class PodGroup:
     priority: int = 0
     # spec.schedulingConstraints.topology[0].key: one domain for the whole group.
     topology_key: str = ""
+    # spec.disruptionMode.all: preemption evicts the group's pods together (unset: single).
+    disruption_all: bool = False
+    uid: str = ""
 
     @property
     def key(self) -> str:
@@ -92,6 +95,8 @@ def parse_pod_group(body: Mapping[str, Any]) -> PodGroup:
         conditions=tuple(c for c in conditions or () if isinstance(c, Mapping)),
         priority=priority if isinstance(priority, int) and not isinstance(priority, bool) else 0,
         topology_key=str(_dict(topology[0]).get("key") or "") if topology else "",
+        uid=str(meta.get("uid") or ""),
+        disruption_all=isinstance(_dict(spec.get("disruptionMode")).get("all"), Mapping),
     )
 
 

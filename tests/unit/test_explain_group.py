@@ -81,3 +81,45 @@ def test_explain_a_group_member(
         assert sorted(got["members"]) == ["m0", "m1"]
         assert set(got["members"].values()) <= {"n0", "n1"}
     assert "GROUP: g" in format_table(exp)
+
+
+@pytest.mark.parametrize(
+    ("mode", "victims"),
+    [("all", ["default/v0", "default/v1"]), ("single", ["default/v1"])],
+)
+def test_explain_names_the_victims_of_group_preemption(mode: str, victims: list[str]) -> None:
+    """A group that fits only by preempting: explain says whom the live cycle would evict."""
+    victim_group = {
+        "metadata": {"name": "low", "namespace": "default"},
+        "spec": {
+            "priority": 1,
+            "schedulingPolicy": {"gang": {"minCount": 2}},
+            "disruptionMode": {mode: {}},
+        },
+    }
+    group = _group(1)
+    group["spec"]["priority"] = 100
+    bound = [
+        pod(f"v{i}", cpu="2", node_name="n0", priority=1, schedulingGroup={"podGroupName": "low"})
+        for i in range(2)
+    ]
+    for i, body in enumerate(bound):
+        body["status"] = {"phase": "Running", "startTime": f"2026-01-01T00:0{i}:00Z"}
+    member = _member("m0", "2", priority=100)
+    state = ClusterState(
+        pod=member,
+        nodes=[node("n0", cpu="4")],
+        pods=[member, *bound],
+        policies=None,
+        pod_group=group,
+        pod_groups=[group, victim_group],
+    )
+    exp = explain_state(state)
+    got = exp.to_dict()["group"]
+    assert got["victims"] == victims
+    assert got["nominated"] == {"m0": "n0"}
+    assert got["message"] == (
+        "minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, pod group preemption: "
+        f"found a placement for podgroup, preempting {len(victims)} victims"
+    )
+    assert "preemption would evict: " + ", ".join(victims) in format_table(exp)

@@ -632,3 +632,51 @@ async def test_a_trial_placement_still_sees_pods_outside_its_domain() -> None:
     (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
     assert cond["status"] == "False"
     assert "0/2 placements are available" in cond["message"]
+
+
+class _PreemptingClient(_Client):
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleted: list[str] = []
+        self.posted: list[str] = []
+
+    async def delete(self, path: str, body: Any = None) -> Any:
+        self.deleted.append(path.rpartition("/")[2])
+        return {}
+
+    async def post(self, path: str, body: Any) -> Any:
+        self.posted.append(path)
+        return {}
+
+
+async def test_an_unschedulable_group_preempts_and_waits() -> None:
+    """Workload-aware preemption in the live cycle: the victim goes, the member is
+    nominated with the group's message, and the attempt is counted."""
+    binder = _Binder(client=_PreemptingClient())
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    group = _group("g", 1)
+    group["spec"]["priority"] = 100
+    sched.on_pod_group("podgroups", "ADDED", group)
+    sched.on_pod("ADDED", pod("low", cpu="4", node_name="n0", priority=1))
+    sched.on_pod("ADDED", _member("m0", "1", priority=100))
+    entry = await asyncio.wait_for(sched.queue.pop(), 1)
+    sched.schedule_one(entry)
+    await sched.settle()
+
+    client = cast(_PreemptingClient, binder.client)
+    assert client.deleted == ["low"] and binder.bound == {}
+    assert sched.nominator.node_of(entry.pod.uid) == "n0"
+    assert binder.messages == {"m0": "0/1 nodes are available: 1 Insufficient cpu."}
+    written = [
+        body["status"]["conditions"][-1] for path, body in client.patches if "podgroups" in path
+    ]
+    assert written[-1]["message"] == (
+        "minCount (1) cannot be satisfied: 0 scheduled, 0 remaining, pod group preemption: "
+        "found a placement for podgroup, preempting 1 victims"
+    )
+    attempts = sched.metrics.registry.get_sample_value(
+        "scheduler_workload_preemption_attempts_total", {"result": "Success"}
+    )
+    assert attempts == 1.0

@@ -9,6 +9,7 @@ from typing import Any
 
 from podium.kube.kinds import NAMESPACES
 from podium.kube.objects import parse_node, parse_pod
+from podium.kube.pdb import parse_pdb
 from podium.policy import GROUP, PLURAL, VERSION, default_profile
 from podium.state import dra, selectors, volumes
 from podium.state.podgroups import WORKLOAD_API, parse_pod_group
@@ -33,6 +34,9 @@ class ClusterState:
     selectors: list[dict[str, Any]] = field(default_factory=list)
     # The pod's PodGroup (spec.schedulingGroup), None when it has none or it is missing.
     pod_group: dict[str, Any] | None = None
+    # For a pod of a group: every PodGroup (the victims' disruption modes) and the PDBs.
+    pod_groups: list[dict[str, Any]] = field(default_factory=list)
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
 
 
 def select_policy(
@@ -103,6 +107,11 @@ async def fetch_state(client: Any, namespace: str, name: str) -> ClusterState:
         except ApiError as exc:
             if exc.status != 404:
                 state.notes.append(f"cannot read PodGroup {group} ({exc})")
+        try:
+            state.pod_groups = await _list(client, f"{WORKLOAD_API}/podgroups")
+            state.pdbs = await _list(client, "/apis/policy/v1/poddisruptionbudgets")
+        except ApiError as exc:
+            state.notes.append(f"cannot list PodGroups or PDBs ({exc}); preemption sees none")
     try:
         state.policies = await _list(client, f"/apis/{GROUP}/{VERSION}/{PLURAL}")
     except ApiError as exc:
@@ -189,6 +198,8 @@ def explain_state(
             pod.pod_group,
             [pod, *(p for p in members if not p.bound)],
             [p for p in members if p.bound],
+            {g.key: g for g in (parse_pod_group(body) for body in state.pod_groups)},
+            [b for b in (parse_pdb(body) for body in state.pdbs) if b is not None],
         )
     out.notes = notes + out.notes
     return out

@@ -9,6 +9,7 @@ an all-or-nothing placement, and how many members would fit now.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from podium.framework.cycle import Scheduler
@@ -20,9 +21,11 @@ from podium.framework.podgroup import (
     validate_group,
     waiting_reason,
 )
+from podium.framework.podgroup_preemption import preempt_group
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
 from podium.kube.objects import PodInfo
+from podium.kube.pdb import Pdb
 from podium.state.cache import Cache
 from podium.state.podgroups import PodGroup
 from podium.state.snapshot import Snapshot
@@ -50,8 +53,13 @@ def explain_group(
     name: str,
     pending: list[PodInfo],
     scheduled: list[PodInfo],
+    groups: Mapping[str, PodGroup] | None = None,
+    pdbs: Sequence[Pdb] = (),
 ) -> GroupReport:
-    """Explain the group ``name`` of pods ``pending`` (unbound) and ``scheduled`` (bound)."""
+    """Explain the group ``name`` of pods ``pending`` (unbound) and ``scheduled`` (bound).
+
+    ``groups`` (every PodGroup) and ``pdbs`` let a profile that preempts say which
+    victims workload-aware preemption would evict, as the live cycle would."""
     policy = "missing"
     if group is not None:
         policy = f"gang (minCount {group.min_count})" if group.gang else "basic"
@@ -92,7 +100,15 @@ def explain_group(
         report.members[entry.pod.name] = where
     if outcome.success:
         return report
-    report.message = group_unschedulable(outcome, profile.preemption)
+    report.message = group_unschedulable(outcome, False)
+    if profile.preemption:
+        known = {group.key: group, **(groups or {})}
+        result = preempt_group(board, profile, group, entries, scheduled, known, pdbs)
+        report.message = f"{outcome.status_message()}, {result.message}"
+        if result.success:
+            report.victims = [p.key for p in result.victims]
+            names = {e.pod.uid: e.pod.name for e in entries}
+            report.nominated = {names[uid]: n for uid, n in result.nominations.items()}
     # How many fit now, placed one by one with no minimum (a basic group).
     trial = place_group(board, profile, replace(group, min_count=None), entries, scheduled)
     _give_back(board, trial)

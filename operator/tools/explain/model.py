@@ -138,6 +138,9 @@ class GroupReport:
     members: dict[str, str] = field(default_factory=dict)  # member -> node, or its reason
     breaks: str = ""
     suggestions: list[str] = field(default_factory=list)
+    # Workload-aware preemption: the pods it would evict, and each member's nominated node.
+    victims: list[str] = field(default_factory=list)
+    nominated: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -152,6 +155,8 @@ class GroupReport:
             "members": dict(self.members),
             "breaks": self.breaks or None,
             "suggestions": list(self.suggestions),
+            "victims": list(self.victims),
+            "nominated": dict(self.nominated),
         }
 
     def lines(self) -> list[str]:
@@ -170,5 +175,9 @@ class GroupReport:
                 out.append(f"  {member}: {where}")
             if self.breaks:
                 out.append(f"  breaks it: {self.breaks}")
+            if self.victims:
+                out.append(f"  preemption would evict: {', '.join(self.victims)}")
+                nominated = ", ".join(f"{m} on {n}" for m, n in self.nominated.items())
+                out.append(f"  and nominate: {nominated}")
         out += [f"  suggestion: {s}" for s in self.suggestions]
         return out

@@ -85,3 +85,55 @@ def generate(seed: int, topology: bool = False) -> GangScenario:
     scenario.group_missing = rng.random() < 0.15
     scenario.priority = 10 if rng.random() < 0.08 else None
     return scenario
+
+
+LOW, HIGH = 100, 1000
+
+
+@dataclass
+class GroupPreemptionScenario:
+    """One node: a low-priority PodGroup (disruptionMode All or Single) and plain pods bound
+    to it, then a high-priority PodGroup (or plain pod) whose every member is too big for
+    the room left, so it fits only by preempting, or not at all.
+
+    One node per side keeps the placement unique, so victims can be compared exactly;
+    distinct start times keep the reprieve order (MoreImportantVictim) deterministic.
+    """
+
+    seed: int
+    node_cpu: int = 4
+    mode: str = "all"
+    victim_min_count: int = 2
+    # millicpu of each bound victim-group member, then of each plain pod with its priority.
+    victim_members: list[int] = field(default_factory=list)
+    plain: list[tuple[int, int]] = field(default_factory=list)
+    preemptor_group: bool = True
+    preemptor_min_count: int = 1
+    preemptor_members: list[int] = field(default_factory=list)
+
+
+def generate_group_preemption(seed: int) -> GroupPreemptionScenario:
+    rng = random.Random(seed)
+    scenario = GroupPreemptionScenario(seed)
+    scenario.node_cpu = rng.choice((2, 3, 4))
+    scenario.mode = rng.choice(("all", "single"))
+    free = scenario.node_cpu * 1000
+    for _ in range(rng.randint(1, 3)):
+        milli = rng.choice((500, 1000))
+        if milli <= free:
+            scenario.victim_members.append(milli)
+            free -= milli
+    scenario.victim_min_count = rng.randint(1, len(scenario.victim_members))
+    for _ in range(rng.randint(0, 2)):
+        milli = rng.choice((500, 1000))
+        if milli <= free:
+            scenario.plain.append((milli, rng.choice((1, 50, LOW, 2000))))
+            free -= milli
+    scenario.preemptor_group = rng.random() < 0.85
+    count = rng.randint(1, 2) if scenario.preemptor_group else 1
+    # Each member alone is too big for the free room: the first cycle places no member,
+    # so the group fits only by preempting (or not at all).
+    sizes = [m for m in (500, 1000, 1500, 2000) if m > free] or [free + 500]
+    scenario.preemptor_members = [rng.choice(sizes) for _ in range(count)]
+    scenario.preemptor_min_count = rng.randint(1, count)
+    return scenario

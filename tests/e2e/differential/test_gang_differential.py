@@ -25,14 +25,24 @@ from pathlib import Path
 from typing import Any, cast
 
 import pytest
-from kubernetes_asyncio import client
+from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.devcluster import TOPOLOGY_WORKLOAD_GATES, WORKLOAD_GATES
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
+from podium.kube.manifests import make_node, make_pod
 from tests.e2e.differential import kube_scores
-from tests.e2e.differential.gang_scenarios import RACK, SIDE, GangScenario, generate
+from tests.e2e.differential.gang_scenarios import (
+    HIGH,
+    LOW,
+    RACK,
+    SIDE,
+    GangScenario,
+    GroupPreemptionScenario,
+    generate,
+    generate_group_preemption,
+)
 from tests.e2e.differential.kube_scores import KubeLog
 from tests.e2e.gang import create_group, group_condition, member, pod_group
 from tests.e2e.test_policy import GROUP as POLICY_GROUP
@@ -342,3 +352,191 @@ async def test_topology_aware_gangs_agree_with_kube_scheduler(
             POLICY_GROUP, POLICY_VERSION, PLURAL, name
         )
     _check(results, "gang-topology", tmp_path / "gang-topology-differential.json")
+
+
+# -- workload-aware preemption --------------------------------------------------------------
+PREEMPT_KUBE, PREEMPT_PODIUM = "gpdiff-kube", "gpdiff-podium"
+STARTED = "2026-01-01T00:{:02d}:00Z"  # distinct start times: a deterministic reprieve order
+
+
+async def _record_members(
+    core: client.CoreV1Api, namespace: str, label: str, since: str, seen: list[Any]
+) -> None:
+    """Every version of the preemptor's pods the API server stores after ``since``."""
+    stream = watch.Watch().stream(
+        core.list_namespaced_pod,
+        namespace,
+        label_selector=f"gang-member={label}",
+        resource_version=since,
+        timeout_seconds=120,
+    )
+    async for event in stream:
+        seen.append(event["raw_object"])
+
+
+def _nominations(seen: list[Any]) -> dict[str, list[str]]:
+    """Per member: the node and PodScheduled message of its first version nominated by a
+    failed attempt (written with PodScheduled False, as handleSchedulingFailure does).
+
+    kube-scheduler also nominates a gang member it is about to bind, with no condition:
+    that is not preemption, and Podium binds without it."""
+    out: dict[str, list[str]] = {}
+    for pod in seen:
+        name = pod["metadata"]["name"].rpartition("-")[2]
+        status = pod.get("status") or {}
+        if name in out or not status.get("nominatedNodeName"):
+            continue
+        for cond in status.get("conditions") or []:
+            if cond["type"] == "PodScheduled" and cond.get("status") == "False":
+                node = status["nominatedNodeName"].rpartition("-")[2]
+                out[name] = [node, cond.get("message", "")]
+    return out
+
+
+async def _preempt_side(
+    api: ApiClient, namespace: str, scenario: GroupPreemptionScenario, prefix: str, scheduler: str
+) -> dict[str, Any]:
+    core = client.CoreV1Api(api)
+    label = {SIDE: prefix}
+    node = make_node(f"{prefix}-n0", cpu=str(scenario.node_cpu), labels=label)
+    await create_nodes(api, [node])
+    victims = f"{prefix}-v"
+    bound: list[dict[str, Any]] = []
+    try:
+        group = pod_group(victims, scenario.victim_min_count)
+        group["spec"].update(priority=LOW, disruptionMode={scenario.mode: {}})
+        await create_group(api, namespace, group)
+        for i, milli in enumerate(scenario.victim_members):
+            body = member(f"{victims}-{i}", victims, scheduler, f"{milli}m", priority=LOW)
+            bound.append(body)
+        for i, (milli, priority) in enumerate(scenario.plain):
+            bound.append(make_pod(f"{prefix}-plain-{i}", cpu=f"{milli}m", priority=priority))
+        for i, body in enumerate(bound):
+            body["spec"]["nodeName"] = node["metadata"]["name"]
+            await core.create_namespaced_pod(namespace, cast(Any, body))
+            status = {"phase": "Running", "startTime": STARTED.format(i)}
+            await core.patch_namespaced_pod_status(
+                body["metadata"]["name"], namespace, {"status": status}
+            )
+        await asyncio.sleep(SETTLE)
+        listed = await core.list_namespaced_pod(namespace, _preload_content=False)
+        since = (await listed.json())["metadata"]["resourceVersion"]
+        hp = f"{prefix}-h"
+        seen: list[Any] = []
+        recorder = asyncio.create_task(_record_members(core, namespace, hp, since, seen))
+        try:
+            for i, milli in enumerate(scenario.preemptor_members):
+                if scenario.preemptor_group:
+                    body = member(f"{hp}-{i}", hp, scheduler, f"{milli}m", label, HIGH)
+                else:
+                    body = make_pod(
+                        f"{hp}-{i}",
+                        cpu=f"{milli}m",
+                        scheduler_name=scheduler,
+                        node_selector=label,
+                        priority=HIGH,
+                    )
+                body["metadata"]["labels"] = {"gang-member": hp}
+                await core.create_namespaced_pod(namespace, cast(Any, body))
+            if scenario.preemptor_group:
+                # The group comes last, so that its first cycle sees every member.
+                group = pod_group(hp, scenario.preemptor_min_count)
+                group["spec"].update(priority=HIGH, disruptionMode={"single": {}})
+                await create_group(api, namespace, group)
+
+            async def decided() -> list[dict[str, Any]] | None:
+                pods = await _members(api, namespace, hp)
+                if all(p["spec"].get("nodeName") for p in pods):
+                    return pods
+                if any(p["status"].get("nominatedNodeName") for p in pods):
+                    return None  # the victims are on their way out
+                return pods if _decided(pods) else None
+
+            pods = await wait_for(decided, timeout=40, message="preemption outcome")
+            await asyncio.sleep(SETTLE)  # the watch delivers what was written with them
+        finally:
+            recorder.cancel()
+        names = {p["metadata"]["name"]: p for p in (await _members_all(core, namespace))}
+        gone = sorted(
+            b["metadata"]["name"].removeprefix(prefix + "-")
+            for b in bound
+            if b["metadata"]["name"] not in names
+            or names[b["metadata"]["name"]]["metadata"].get("deletionTimestamp")
+        )
+        messages = sorted(
+            c.get("message", "")
+            for p in pods
+            if not p["spec"].get("nodeName")
+            for c in p["status"].get("conditions") or []
+            if c["type"] == "PodScheduled"
+        )
+        return {
+            "victims": gone,
+            "bound": sum(1 for p in pods if p["spec"].get("nodeName")),
+            "nominated": {
+                k: [n, m.replace(prefix, "<side>")] for k, (n, m) in _nominations(seen).items()
+            },
+            "messages": [m.replace(prefix, "<side>") for m in messages],
+        }
+    finally:
+        await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        await delete_nodes(api, [node["metadata"]["name"]])
+
+
+async def _members_all(core: client.CoreV1Api, namespace: str) -> list[dict[str, Any]]:
+    raw: Any = await core.list_namespaced_pod(namespace, _preload_content=False)
+    items: list[dict[str, Any]] = (await raw.json())["items"]
+    return items
+
+
+async def test_group_preemption_agrees_with_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    kube_scheduler: Any,
+    podium: Any,
+    pytestconfig: pytest.Config,
+    tmp_path: Path,
+) -> None:
+    """Workload-aware preemption: a PodGroup (or a pod) preempting a PodGroup in either
+    disruption mode and plain pods. Compared: the victims, the preemptor's bound members,
+    each member's nomination (node and the PodScheduled message written with it), and the
+    pending members' messages."""
+    await kube_scheduler(PREEMPT_KUBE, feature_gates=WORKLOAD_GATES, verbosity=4)
+    await podium("--scheduler-name", PREEMPT_PODIUM)
+    count = max(10, int(pytestconfig.getoption("--scenarios")) // 5)
+    results: list[dict[str, Any]] = []
+    for seed in range(count):
+        scenario = generate_group_preemption(seed)
+        side = f"{namespace[:14]}-gp{seed}"
+        try:
+            kube = await _preempt_side(api_client, namespace, scenario, f"{side}-k", PREEMPT_KUBE)
+            mine = await _preempt_side(api_client, namespace, scenario, f"{side}-p", PREEMPT_PODIUM)
+        except (TimeoutError, ApiException) as exc:
+            results.append(
+                {"seed": seed, "scenario": vars(scenario), "disagree": f"harness: {exc}"}
+            )
+            continue
+        result: dict[str, Any] = {
+            "seed": seed,
+            "scenario": vars(scenario),
+            "kube": kube,
+            "podium": mine,
+        }
+        for key in ("victims", "bound", "nominated", "messages"):
+            if kube[key] != mine[key]:
+                result["disagree"] = key
+                break
+        results.append(result)
+    report = tmp_path / "group-preemption-differential.json"
+    report.write_text(json.dumps(results, indent=1))
+    bad = [r for r in results if "disagree" in r]
+    preempted = sum(1 for r in results if r.get("kube", {}).get("victims"))
+    groups = sum(1 for r in results if r["scenario"]["preemptor_group"])
+    summary = (
+        f"[group-preemption] {len(results) - len(bad)}/{len(results)} scenarios agree; "
+        f"{preempted} with victims, {groups} with a PodGroup preemptor, "
+        f"{sum(1 for r in results if r['scenario']['mode'] == 'all')} with an All victim group "
+        f"(report: {report})"
+    )
+    print(summary)
+    assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
