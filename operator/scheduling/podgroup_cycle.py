@@ -374,8 +374,19 @@ def _preempt(
         client = sched.binder.client
         instance = sched.binder.instance
         name = profile.scheduler_name
-        sched.spawn(actuate_group(client, group, result.victims, name, instance, pdbs))
+        members = [e.pod.uid for e in live]
+        evicting = actuate_group(client, group, result.victims, name, instance, pdbs)
+        sched.spawn(_activate_on_refusal(sched, members, evicting))
     return result
+
+
+async def _activate_on_refusal(
+    sched: GroupHost, members: list[str], evicting: Coroutine[Any, Any, bool]
+) -> None:
+    """After a refused eviction the group's members are activated, as Go activates the
+    preemptor's pods: no victim's deletion may come to move them."""
+    if not await evicting:
+        sched.queue.activate(members)
 
 
 def _write(sched: GroupHost, profile: Profile, group: PodGroup, condition: dict[str, str]) -> None:

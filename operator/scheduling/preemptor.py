@@ -183,8 +183,12 @@ async def actuate(
     instance: str,
     pdbs: Iterable[Pdb] = (),
     lower_nominated: Iterable[PodInfo] = (),
-) -> None:
-    """prepareCandidate: preempt every victim, clear lower-priority nominations."""
+) -> bool:
+    """prepareCandidateAsync: clear lower-priority nominations on the node, then preempt the
+    victims; the first refusal stops the rest. Returns False after a refusal: the caller
+    activates the preemptor, since no deletion event may come to move it."""
+    for pod in lower_nominated:
+        await set_nominated_node(client, pod, "")
     budgets = list(pdbs)
     for victim in candidate.victims:
         if victim.deleting:
@@ -200,13 +204,12 @@ async def actuate(
                 instance,
                 covered,
             )
-        except Exception as exc:  # the preemptor retries; a later cycle picks again
+        except Exception as exc:
             log.warning(
                 "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
             )
-            return
-    for pod in lower_nominated:
-        await set_nominated_node(client, pod, "")
+            return False
+    return True
 
 
 async def actuate_group(
@@ -216,8 +219,9 @@ async def actuate_group(
     scheduler_name: str,
     instance: str,
     pdbs: Iterable[Pdb] = (),
-) -> None:
-    """actuatePodGroupPreemption: preempt every victim for the group (Go's node "cluster")."""
+) -> bool:
+    """actuatePodGroupPreemption: preempt every victim for the group (Go's node "cluster").
+    False after a refusal, as ``actuate``."""
     budgets = list(pdbs)
     preemptor = Preemptor("PodGroup", "podgroup", group.namespace, group.name, group.uid)
     for victim in victims:
@@ -228,8 +232,9 @@ async def actuate_group(
             await preempt_victim(
                 client, victim, preemptor, "cluster", scheduler_name, instance, covered
             )
-        except Exception as exc:  # the group retries; a later cycle picks again
+        except Exception as exc:
             log.warning(
                 "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
             )
-            return
+            return False
+    return True

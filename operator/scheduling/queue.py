@@ -229,6 +229,15 @@ class SchedulingQueue:
         entry.attempts -= 1
         self._set_where(entry, "gated")
 
+    def activate(self, uids: Iterable[str]) -> None:
+        """Activate: pods waiting in the unschedulable pool or backoffQ go to activeQ now.
+        kube-scheduler does this for a preemptor whose victims could not all be preempted:
+        no victim's deletion may come to move it otherwise."""
+        for uid in uids:
+            entry = self.entries.get(uid)
+            if entry is not None and entry.where in ("unschedulable", "backoff"):
+                self._push_active(entry)
+
     def hint(self, uids: Iterable[str], plugin: str) -> None:
         """An event that concerns only these pods (a queueing hint): parked ones go to
         activeQ, those ``plugin`` rejected in a cycle to backoffQ."""

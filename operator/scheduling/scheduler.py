@@ -297,6 +297,12 @@ class PodiumScheduler:
         if update.claim:
             self._wake_claim(update.claim)
 
+    async def _actuate(self, pod: PodInfo, preempting: Coroutine[Any, Any, bool]) -> None:
+        """The evictions; after a refusal, the preemptor is activated (Go's Activate in
+        prepareCandidateAsync), since no victim's deletion may come to move it."""
+        if not await preempting:
+            self.queue.activate([pod.uid])
+
     def _load_selector_runtime(self) -> None:
         """DynamicResources' CEL runtime, loaded in a worker thread before the first cycle
         that reads a device needs it (``load_runtime``); on the loop, the import alone
@@ -647,14 +653,17 @@ class PodiumScheduler:
                     for other in lower:
                         self.nominator.remove(other.uid)
                     self.spawn(
-                        actuate(
-                            self.binder.client,
+                        self._actuate(
                             pod,
-                            result.candidate,
-                            profile.scheduler_name,
-                            self.binder.instance,
-                            list(self.pdbs.values()),
-                            lower,
+                            actuate(
+                                self.binder.client,
+                                pod,
+                                result.candidate,
+                                profile.scheduler_name,
+                                self.binder.instance,
+                                list(self.pdbs.values()),
+                                lower,
+                            ),
                         )
                     )
             reasons = sorted(diagnosis.reasons)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from kubernetes_asyncio import client, watch
@@ -11,6 +11,7 @@ from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster.objects import pod_events, wait_for
 from podium.kube.manifests import make_node, make_pod
+from tests.e2e.faults import deny_admission
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -244,3 +245,88 @@ async def test_pdb_protected_victim_is_avoided(
 
     assert await wait_for(bound, timeout=30, message="preemptor bound") == names["b"]
     assert await names_left(api_client, namespace) == {"hi", "guarded"}
+
+
+async def test_refused_victim_deletion_retries_the_preemptor_as_kube_scheduler_does(
+    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, kube_scheduler: Any
+) -> None:
+    """A victim's deletion refused by an admission policy (kube-scheduler's FM-302): the
+    evictions stop and each preemptor stays Pending, nominated, with the victim alive.
+    Once deletions are allowed again, both schedulers' preemptors bind within seconds and
+    their victims are gone: neither waits for the unschedulable pool's 5-minute flush."""
+    sides = {"p": "podium", "k": f"{namespace[:40]}-kube"}
+    nodes = {side: f"{namespace}-{side}" for side in sides}
+    await node_factory(
+        make_node(name, cpu="2", memory="8Gi", labels={"suite": namespace, "side": side})
+        for side, name in nodes.items()
+    )
+    core = client.CoreV1Api(api_client)
+    for side, node in nodes.items():
+        for i in range(2):
+            body = make_pod(f"{side}-v{i}", cpu="1", priority=i + 1)
+            body["spec"]["nodeName"] = node
+            await core.create_namespaced_pod(namespace, body=body)
+    admission = client.AdmissionregistrationV1Api(api_client)
+    policy, binding = deny_admission(
+        f"{namespace}-no-delete",
+        resource="pods",
+        operation="DELETE",
+        validation="false",
+        message="deletion refused by the test",
+        match_condition="oldObject.metadata.name.endsWith('-v1')",
+        namespace=namespace,
+    )
+    await admission.create_validating_admission_policy(cast(Any, policy))
+    await admission.create_validating_admission_policy_binding(cast(Any, binding))
+    try:
+
+        async def refused() -> bool:  # a dry run changes nothing, and sends no pod event
+            try:
+                await core.delete_namespaced_pod("p-v1", namespace, dry_run="All")
+            except client.ApiException as exc:
+                return "deletion refused by the test" in str(exc.body)
+            return False
+
+        await wait_for(refused, timeout=30, interval=0.2, message="deletions refused")
+        await podium()
+        await kube_scheduler(sides["k"])
+        for side, scheduler in sides.items():
+            body = make_pod(
+                f"{side}-hi",
+                cpu="2",
+                priority=100,
+                scheduler_name=scheduler,
+                node_selector={"side": side},
+            )
+            await core.create_namespaced_pod(namespace, body=body)
+
+        async def tried() -> bool:  # each preemptor nominated, and its evictions refused
+            for side in sides:
+                pod = await read_pod(api_client, namespace, f"{side}-hi")
+                if not (pod or {}).get("status", {}).get("nominatedNodeName"):
+                    return False
+            return True
+
+        await wait_for(tried, timeout=30, interval=0.2, message="both preemptors nominated")
+        for side in sides:
+            assert (await read_pod(api_client, namespace, f"{side}-v1")) is not None
+            hi = await read_pod(api_client, namespace, f"{side}-hi")
+            assert hi is not None and not hi["spec"].get("nodeName")
+    finally:
+        await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        await admission.delete_validating_admission_policy(policy["metadata"]["name"])
+
+    async def allowed() -> bool:  # the API server unloads the policy asynchronously too
+        return not await refused()
+
+    await wait_for(allowed, timeout=30, interval=0.2, message="deletions allowed again")
+
+    async def both_bound() -> bool:
+        for side, node in nodes.items():
+            pod = await read_pod(api_client, namespace, f"{side}-hi")
+            if (pod or {}).get("spec", {}).get("nodeName") != node:
+                return False
+        return True
+
+    await wait_for(both_bound, timeout=30, interval=0.5, message="both preemptors bound")
+    assert await names_left(api_client, namespace) == {"p-hi", "k-hi"}

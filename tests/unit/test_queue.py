@@ -114,3 +114,31 @@ async def test_deleted_pod_is_never_popped() -> None:
     queue.delete(a.uid)
     assert (await queue.pop()).pod.name == "b"
     assert len(queue) == 1
+
+
+@pytest.mark.parametrize(
+    ("where", "expected"),
+    [
+        ("unschedulable", "active"),  # a preemptor whose victims' deletion was refused
+        ("backoff", "active"),
+        ("gated", "gated"),  # PreEnqueue still holds it
+        ("in flight", "in flight"),  # its attempt's own requeue decides
+    ],
+)
+async def test_activate_moves_waiting_pods_to_active_now(where: str, expected: str) -> None:
+    clock = Clock()
+    queue = SchedulingQueue(QueueSettings(initial_backoff=5, max_backoff=10), clock=clock)
+    gates = [{"name": "wait"}] if where == "gated" else []
+    queue.add(parse_pod(pod("p", schedulingGates=gates)))
+    entry = queue.entries[next(iter(queue.entries))]
+    if where != "gated":
+        entry = await queue.pop()
+    if where == "unschedulable":
+        queue.requeue(entry, rejected_by=frozenset({"NodeResourcesFit"}))
+    elif where == "backoff":
+        queue.requeue(entry, error=True)
+    before = entry.where
+    queue.activate([entry.pod.uid, "no-such-pod"])
+    assert entry.where == (before if expected == "in flight" else expected)
+    if expected == "active":
+        assert await queue.pop() is entry  # no backoff waited out
