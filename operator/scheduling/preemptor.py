@@ -108,6 +108,13 @@ async def _preempted_event(
         log.warning("preempted_event_failed", pod=victim.name, error=str(exc))
 
 
+def _has_condition(pod: PodInfo, condition: dict[str, str]) -> bool:
+    """The pod carries ``condition`` already, but for its transition time (a retry after
+    a refused deletion): kube-scheduler's UpdatePodCondition then writes nothing."""
+    held = pod.conditions.get(condition["type"]) or {}
+    return all(held.get(k) == condition[k] for k in ("status", "reason", "message"))
+
+
 async def preempt_victim(
     client: KubeClient,
     victim: PodInfo,
@@ -134,15 +141,16 @@ async def preempt_victim(
         "lastTransitionTime": _now(),
     }
     path = _pod_path(victim)
-    try:
-        await client.patch(
-            path + "/status",
-            {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}},
-        )
-    except ApiError as exc:
-        if exc.status in (404, 409):
-            return False
-        raise
+    if not _has_condition(victim, condition):  # UpdatePodCondition: unchanged, not written
+        try:
+            await client.patch(
+                path + "/status",
+                {"metadata": {"uid": victim.uid}, "status": {"conditions": [condition]}},
+            )
+        except ApiError as exc:
+            if exc.status in (404, 409):
+                return False
+            raise
     options = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": {"uid": victim.uid}}
     try:
         if covered:

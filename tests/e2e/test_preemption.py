@@ -288,7 +288,7 @@ async def test_refused_victim_deletion_retries_the_preemptor_as_kube_scheduler_d
             return False
 
         await wait_for(refused, timeout=30, interval=0.2, message="deletions refused")
-        await podium()
+        proc = await podium()
         await kube_scheduler(sides["k"])
         for side, scheduler in sides.items():
             body = make_pod(
@@ -312,6 +312,20 @@ async def test_refused_victim_deletion_retries_the_preemptor_as_kube_scheduler_d
             assert (await read_pod(api_client, namespace, f"{side}-v1")) is not None
             hi = await read_pod(api_client, namespace, f"{side}-hi")
             assert hi is not None and not hi["spec"].get("nodeName")
+
+        def refusals() -> int:
+            return sum('"preempt_failed"' in line for line in proc.log_lines())
+
+        async def condition() -> dict[str, Any]:
+            victim = await read_pod(api_client, namespace, "p-v1")
+            conditions = (victim or {}).get("status", {}).get("conditions") or []
+            return next(c for c in conditions if c["type"] == "DisruptionTarget")
+
+        await wait_for(lambda: refusals() >= 1, timeout=30, message="a refused eviction")
+        first = await condition()
+        await wait_for(lambda: refusals() >= 3, timeout=30, message="two retries refused")
+        # Each retry finds the condition in place and writes nothing (UpdatePodCondition).
+        assert await condition() == first
     finally:
         await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
         await admission.delete_validating_admission_policy(policy["metadata"]["name"])
