@@ -201,8 +201,12 @@ async def test_helm_rejects_bad_values(helm: Helm, sets: list[str], expected: st
 # --------------------------------------------------------------------------------------
 
 # APIs a cluster may lack; the chart renders them only when asked (ci/custom-policy
-# enables the ServiceMonitor). The control plane here serves none of them.
-OPTIONAL_APIS = {("monitoring.coreos.com/v1", "ServiceMonitor")}
+# enables the ServiceMonitor and the PrometheusRule). The control plane here serves
+# none of them.
+OPTIONAL_APIS = {
+    ("monitoring.coreos.com/v1", "ServiceMonitor"),
+    ("monitoring.coreos.com/v1", "PrometheusRule"),
+}
 
 
 async def _crd_established(api_client: Any) -> None:

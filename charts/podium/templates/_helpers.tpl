@@ -79,3 +79,12 @@ Refuse combinations the schema cannot express clearly.
 {{- fail "replicaCount > 1 requires leaderElection.enabled=true: two active schedulers would race for the same pods" }}
 {{- end }}
 {{- end }}
+
+{{/*
+The label matchers of this release's scrape target, as a ServiceMonitor of the metrics
+Service labels it (job = the Service's name, namespace = the release's): the alert
+rules and nothing else read from it.
+*/}}
+{{- define "podium.metricsSelector" -}}
+namespace="{{ .Release.Namespace }}", job="{{ include "podium.fullname" . }}-metrics"
+{{- end }}
