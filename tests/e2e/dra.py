@@ -132,6 +132,19 @@ class Dra:
         self._cluster.append((plural, str(made["metadata"]["name"])))
         return made
 
+    async def gpus(self, nodes: Sequence[str], per_node: int, template: str = "") -> str:
+        """A DeviceClass, ``per_node`` devices (``gpu-<i>``, attribute ``index``) in a slice
+        on each node and, when named, a claim template for one of them; the class name."""
+        klass = f"{self.namespace}-gpu"
+        await self.create("deviceclasses", device_class(klass))
+        for node in nodes:
+            devices = [device(f"gpu-{i}", index=i) for i in range(per_node)]
+            await self.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
+        if template:
+            spec = claim_spec(exactly("gpu", klass))
+            await self.create("resourceclaimtemplates", claim_template(template, spec))
+        return klass
+
     async def claims(self) -> list[dict[str, Any]]:
         listed = await self.custom.list_namespaced_custom_object(
             GROUP, VERSION, self.namespace, "resourceclaims"

@@ -36,7 +36,6 @@ from tests.e2e.dra import (
     Dra,
     allocated_devices,
     claim_spec,
-    claim_template,
     device,
     device_class,
     exactly,
@@ -62,7 +61,8 @@ async def refused_bindings(
     api: ApiClient, namespace: str, match_condition: str = ""
 ) -> AsyncIterator[None]:
     """Bindings in ``namespace`` (those matching the CEL ``match_condition``) are refused
-    until the block exits; it is entered once the API server refuses a Binding."""
+    inside the block: it is entered once the API server refuses a Binding, and left once
+    it accepts one again."""
     admission = client.AdmissionregistrationV1Api(api)
     core = client.CoreV1Api(api)
     policy, binding = deny_admission(
@@ -74,32 +74,37 @@ async def refused_bindings(
         match_condition=match_condition,
         namespace=namespace,
     )
+    # Dry-run Bindings skip admission, so a real one is tried on a pod of no scheduler;
+    # the probe is deleted at once.
+    tries = iter(range(10**6))
+
+    async def refused() -> bool:
+        name = f"probe{next(tries)}-3"
+        await core.create_namespaced_pod(
+            namespace, cast(Any, make_pod(name, scheduler_name="nobody"))
+        )
+        body = {"target": {"kind": "Node", "name": "anywhere"}, "metadata": {"name": name}}
+        try:
+            answer = await core.create_namespaced_pod_binding(
+                name, namespace, cast(Any, body), _preload_content=False
+            )
+        finally:
+            await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
+        return int(answer.status) in (403, 422)
+
+    async def allowed() -> bool:
+        return not await refused()
+
     await admission.create_validating_admission_policy(policy)
     await admission.create_validating_admission_policy_binding(binding)
     try:
-        # Dry-run Bindings skip admission, so a real one is tried on a pod of no scheduler:
-        # refused, the policy is active; accepted, that probe is deleted and another tried.
-        tries = iter(range(10**6))
-
-        async def refused() -> bool:
-            name = f"probe{next(tries)}-3"
-            await core.create_namespaced_pod(
-                namespace, cast(Any, make_pod(name, scheduler_name="nobody"))
-            )
-            body = {"target": {"kind": "Node", "name": "anywhere"}, "metadata": {"name": name}}
-            try:
-                answer = await core.create_namespaced_pod_binding(
-                    name, namespace, cast(Any, body), _preload_content=False
-                )
-            finally:
-                await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
-            return int(answer.status) in (403, 422)
-
         await wait_for(refused, timeout=30, interval=0.2, message="Bindings refused")
         yield
     finally:
         await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
         await admission.delete_validating_admission_policy(policy["metadata"]["name"])
+        # The API server unloads the policy asynchronously too.
+        await wait_for(allowed, timeout=30, interval=0.2, message="Bindings allowed again")
 
 
 def _half_done(claims: list[dict[str, Any]], pods: dict[str, dict[str, Any]]) -> int:
@@ -138,14 +143,7 @@ async def test_podium_killed_mid_claim_writes_restarts_and_holds_no_device_twice
     nodes = await node_factory(
         [make_node(f"{namespace}-n{i}", labels={"suite": namespace}) for i in range(6)]
     )
-    klass = f"{namespace}-gpu"
-    await dra.create("deviceclasses", device_class(klass))
-    for node in nodes:
-        devices = [device(f"gpu-{i}", index=i) for i in range(4)]
-        await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
-    await dra.create(
-        "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
-    )
+    await dra.gpus(nodes, 4, template="one")
     names = [f"p{i:02d}" for i in range(30)]
     for name in names:
         body = make_pod(name, scheduler_name=sched, node_selector={"suite": namespace})
@@ -284,10 +282,7 @@ async def test_refused_claim_writes_hold_no_device_and_bind_once_lifted(
     released: once the refusal is lifted, that pod and a second one take the node's two
     devices."""
     (node,) = await node_factory([make_node(f"{namespace}-n0")])
-    klass = f"{namespace}-gpu"
-    await dra.create("deviceclasses", device_class(klass))
-    devices = [device(f"gpu-{i}", index=i) for i in range(2)]
-    await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
+    klass = await dra.gpus([node], 2)
     for name in ("a", "b"):
         await dra.create("resourceclaims", resource_claim(name, claim_spec(exactly("gpu", klass))))
     admission = client.AdmissionregistrationV1Api(api_client)
@@ -477,14 +472,7 @@ async def test_gangs_and_claim_pods_race_while_churn_frees_devices(
     nodes = await node_factory(
         [make_node(f"{namespace}-n{i}", cpu="4", labels={"suite": namespace}) for i in range(6)]
     )
-    klass = f"{namespace}-gpu"
-    await dra.create("deviceclasses", device_class(klass))
-    for node in nodes:
-        devices = [device(f"gpu-{i}", index=i) for i in range(3)]
-        await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
-    await dra.create(
-        "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
-    )
+    await dra.gpus(nodes, 3, template="one")
     proc = await podium("--scheduler-name", sched)
     core = client.CoreV1Api(api_client)
     gangs = [f"g{i:02d}" for i in range(12)]

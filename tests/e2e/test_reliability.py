@@ -40,12 +40,6 @@ from podium.scheduling.scheduler import PodiumScheduler
 from tests.e2e.dra import (
     Dra,
     allocated_devices,
-    claim_spec,
-    claim_template,
-    device,
-    device_class,
-    exactly,
-    resource_slice,
     with_claims,
 )
 from tests.e2e.faults import (
@@ -1110,14 +1104,7 @@ async def _soak(
 ) -> None:
     sched = f"{namespace}-s"
     nodes = await node_factory(pool(namespace, 10, cpu="8", memory="32Gi", pods=60))
-    klass = f"{namespace}-gpu"
-    await dra.create("deviceclasses", device_class(klass))
-    for node in nodes:
-        devices = [device(f"gpu-{i}", index=i) for i in range(4)]
-        await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
-    await dra.create(
-        "resourceclaimtemplates", claim_template("one", claim_spec(exactly("gpu", klass)))
-    )
+    await dra.gpus(nodes, 4, template="one")
     proc = await podium("--scheduler-name", sched)
     result = await _churn(api, dra, namespace, sched, proc, duration, per_second=10)
     samples = result["samples"]
