@@ -43,6 +43,11 @@ _SLI_BUCKETS = (
 )
 
 
+def _exponential(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """component-base's ExponentialBuckets: kube-scheduler's buckets, for the same quantiles."""
+    return tuple(start * factor**i for i in range(count))
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -79,6 +84,60 @@ class Metrics:
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds.",
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=_exponential(1, 2, 5),
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will "
+            "increment the gauge for all plugins that caused it to not schedule.",
+            ["plugin", "profile"],
+            registry=r,
+        )
+        self.queued_entities = Gauge(
+            "scheduler_queued_entities",
+            "Number of pending entities, by the queue type and the entity type.",
+            ["queue", "type"],
+            registry=r,
+        )
+        self.queue_incoming = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=r,
+        )
+        self.cache_size = Gauge(
+            "scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=r,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "Total preemption attempts in the cluster till now.",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims.",
+            buckets=_exponential(1, 2, 7),
+            registry=r,
+        )
+        self.preemption_goroutines = Counter(
+            "scheduler_preemption_goroutines_execution_total",
+            "Number of preemption actuations (victim deletions) that ran, by the result.",
+            ["result"],
             registry=r,
         )
         self.bind_results = Counter(

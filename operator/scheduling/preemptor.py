@@ -158,8 +158,9 @@ async def actuate(
     instance: str,
     pdbs: Iterable[Pdb] = (),
     lower_nominated: Iterable[PodInfo] = (),
-) -> None:
-    """prepareCandidate: preempt every victim, clear lower-priority nominations."""
+) -> bool:
+    """prepareCandidate: preempt every victim, clear lower-priority nominations; False
+    when a victim could not be preempted."""
     budgets = list(pdbs)
     for victim in candidate.victims:
         if victim.deleting:
@@ -173,6 +174,7 @@ async def actuate(
             log.warning(
                 "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
             )
-            return
+            return False
     for pod in lower_nominated:
         await set_nominated_node(client, pod, "")
+    return True

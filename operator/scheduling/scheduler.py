@@ -19,7 +19,7 @@ import contextlib
 import functools
 import random
 import time
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -155,7 +155,9 @@ class PodiumScheduler:
             k.plural: {} for k in (NAMESPACES, PODDISRUPTIONBUDGETS)
         }
         self.pod_groups = PodGroupStore()
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(metrics=self.metrics)
+        # (plugin, profile) pairs scheduler_unschedulable_pods was last set for.
+        self._rejected_seen: set[tuple[str, str]] = set()
         for profile in self.profiles.values():
             self.queue.profile_settings[profile.scheduler_name] = _queue_settings(profile)
         self.shadow = ShadowRunner()
@@ -535,6 +537,21 @@ class PodiumScheduler:
         assumed = sum(1 for state in self.cache.pods.values() if state.assumed)
         self.metrics.cache_pods.labels("assumed").set(assumed)
         self.metrics.cache_pods.labels("bound").set(len(self.cache.pods) - assumed)
+        sizes = self.metrics.cache_size
+        sizes.labels("nodes").set(len(self.cache.nodes))
+        sizes.labels("pods").set(len(self.cache.pods))
+        sizes.labels("assumed_pods").set(assumed)
+        entities = self.metrics.queued_entities
+        entities.labels("active", "pod").set(counts["active"] + counts["in_flight"])
+        entities.labels("backoff", "pod").set(counts["backoff"])
+        entities.labels("unschedulable", "pod").set(counts["unschedulable"])
+        entities.labels("gated", "pod").set(counts["gated"])
+        rejections = self.queue.rejections()
+        for key in self._rejected_seen - rejections.keys():  # a plugin no pod waits on now
+            self.metrics.unschedulable_pods.labels(*key).set(0)
+        for key, count in rejections.items():
+            self.metrics.unschedulable_pods.labels(*key).set(count)
+        self._rejected_seen = set(rejections)
 
     def schedule_one(self, entry: QueuedPod) -> None:
         pod = entry.pod
@@ -593,6 +610,8 @@ class PodiumScheduler:
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
         elapsed = time.perf_counter() - started
+        if placement.node:  # a failed cycle's algorithm ends after PostFilter, below
+            self.metrics.algorithm_duration.observe(elapsed)
         status = "Success" if placement.node else "Unschedulable"
         points = self.metrics.extension_point
         name = profile.scheduler_name
@@ -607,6 +626,7 @@ class PodiumScheduler:
             freed = self._deallocate(profile, pod)
             diagnosis.post_filter_msg = freed
             if profile.preemption:
+                self.metrics.preemption_attempts.inc()  # DefaultPreemption.PostFilter ran
                 result = evaluate(
                     profile,
                     self.snapshot,
@@ -620,21 +640,25 @@ class PodiumScheduler:
                 diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
                 nominating = result.nominating
                 if result.candidate is not None and not profile.dry_run:
+                    self.metrics.preemption_victims.observe(len(result.candidate.victims))
                     node = result.candidate.node
                     lower = self.nominator.lower_priority_on(node, pod.priority)
                     for other in lower:
                         self.nominator.remove(other.uid)
                     self.spawn(
-                        actuate(
-                            self.binder.client,
-                            pod,
-                            result.candidate,
-                            profile.scheduler_name,
-                            self.binder.instance,
-                            list(self.pdbs.values()),
-                            lower,
+                        self._preempting(
+                            actuate(
+                                self.binder.client,
+                                pod,
+                                result.candidate,
+                                profile.scheduler_name,
+                                self.binder.instance,
+                                list(self.pdbs.values()),
+                                lower,
+                            )
                         )
                     )
+            self.metrics.algorithm_duration.observe(time.perf_counter() - started)
             reasons = sorted(diagnosis.reasons)
             self.fail(
                 entry,
@@ -817,6 +841,7 @@ class PodiumScheduler:
             total = time.perf_counter() - started
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
+            self.metrics.pod_attempts.observe(entry.attempts)
             if entry.first_attempt:
                 attempts = "15+" if entry.attempts >= 15 else str(entry.attempts)
                 waited = self.queue.clock() - entry.first_attempt
@@ -862,6 +887,12 @@ class PodiumScheduler:
                 record=record,
                 nominating="",
             )
+
+    async def _preempting(self, actuation: Awaitable[bool]) -> None:
+        """Count the preemption goroutine's result (prepareCandidateAsync): success when
+        every victim was preempted."""
+        result = "success" if await actuation else "error"
+        self.metrics.preemption_goroutines.labels(result).inc()
 
     async def _bind_volumes(
         self, pod: PodInfo, node: str, profile: Profile, plan: VolumePlan
