@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 __all__ = ["Metrics"]
 
@@ -52,6 +52,9 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ...:
+        # the names kube-scheduler's process metrics have.
+        ProcessCollector(registry=r)
         self.attempts = Counter(
             "scheduler_schedule_attempts_total",
             "Number of attempts to schedule pods, by the result.",
@@ -84,6 +87,13 @@ class Metrics:
             "Latency for running all plugins of a specific extension point.",
             ["extension_point", "status", "profile"],
             buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        self.event_handling = Histogram(
+            "scheduler_event_handling_duration_seconds",
+            "Event handling latency in seconds.",
+            ["event"],
+            buckets=_exponential(0.0001, 2, 12),
             registry=r,
         )
         self.algorithm_duration = Histogram(
@@ -166,6 +176,20 @@ class Metrics:
             "Time requests waited for the client-side rate limit, by budget.",
             ["budget"],
             buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        # client-go's families, under its names: kube-scheduler's dashboards read them.
+        self.rest_requests = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "host", "method"],
+            registry=r,
+        )
+        self.rest_duration = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ["host", "verb"],
+            buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
             registry=r,
         )
         self.retry_after = Counter(

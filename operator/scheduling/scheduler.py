@@ -63,7 +63,7 @@ from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate
-from podium.scheduling.queue import QueueSettings, SchedulingQueue
+from podium.scheduling.queue import QueueSettings, SchedulingQueue, event_label
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder
@@ -207,16 +207,25 @@ class PodiumScheduler:
 
     # -- watch events ------------------------------------------------------------------
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Node event, timed as scheduler_event_handling_duration_seconds under Go's
+        label (addNodeToCache, updateNodeInCache, deleteNodeFromCache)."""
+        started = time.perf_counter()
+        label = self._handle_node(event_type, body)
+        if label:
+            self.metrics.event_handling.labels(label).observe(time.perf_counter() - started)
+
+    def _handle_node(self, event_type: str | None, body: Mapping[str, Any]) -> str:
+        """Apply a Node event; the event's label, "" for one that changes nothing."""
         meta = body.get("metadata")
         name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
         if not name:
-            return
+            return ""
         if event_type == "DELETED":
             orphans = self.cache.remove_node(name)
             for pod in orphans:
                 log.info("assumed_pod_orphaned", pod=pod.name, namespace=pod.namespace, node=name)
             self.queue.on_event(ClusterEvent.NODE_DELETE)
-            return
+            return "NodeDelete"
         node = parse_node(body)
         if node.problems:
             log.warning("node_parse_problems", node=name, reasons=node.problems)
@@ -225,6 +234,9 @@ class PodiumScheduler:
         self.cache.add_node(node)
         if event:
             self.queue.on_event(event)
+        if state is None or state.node is None:
+            return "NodeAdd"
+        return event_label(event) if event else ""
 
     def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata")
@@ -297,9 +309,20 @@ class PodiumScheduler:
         self.queue.hint(list(self.dra.users.get(key, ())), DRA)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Pod event, timed as scheduler_event_handling_duration_seconds under Go's
+        label: Unscheduled or Assigned, Pod, Add, Update or Delete. A pod's binding is
+        counted once, as AssignedPodAdd (Go's informer also reports its
+        UnscheduledPodDelete)."""
+        started = time.perf_counter()
+        label = self._handle_pod(event_type, body)
+        if label:
+            self.metrics.event_handling.labels(label).observe(time.perf_counter() - started)
+
+    def _handle_pod(self, event_type: str | None, body: Mapping[str, Any]) -> str:
+        """Apply a Pod event; its label, "" for a pod this scheduler does not handle."""
         pod = parse_pod(body)
         if not pod.uid:
-            return
+            return ""
         if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
             self.queue.wake(self.pod_groups.member_uids(pod.group_key))
         if pod.resource_claims:
@@ -310,8 +333,9 @@ class PodiumScheduler:
         elif self.serves(pod.scheduler_name):
             self.nominator.update(pod)
         if event_type == "DELETED" or (pod.bound and pod.terminal):
+            assigned = pod.uid in self.cache.pods
             self._pod_gone(pod.uid)
-            return
+            return "AssignedPodDelete" if assigned else "UnscheduledPodDelete"
         if pod.bound:
             if pod.problem:
                 # Counted with the values that parsed; the API server never stores such a pod.
@@ -327,7 +351,7 @@ class PodiumScheduler:
             self.queue.delete(pod.uid)
             if known is None or known.assumed:
                 self.queue.on_event(ClusterEvent.ASSIGNED_POD_ADD)
-                return
+                return "AssignedPodAdd"
             event = ClusterEvent(0)
             if known.pod.labels != pod.labels:
                 event |= ClusterEvent.ASSIGNED_POD_UPDATE
@@ -335,13 +359,18 @@ class PodiumScheduler:
                 event |= ClusterEvent.ASSIGNED_POD_SCALE_DOWN
             if event:
                 self.queue.on_event(event)
-            return
-        if not self.serves(pod.scheduler_name) or pod.deleting or pod.terminal:
+            return "AssignedPodUpdate"
+        if not self.serves(pod.scheduler_name):
             self.queue.delete(pod.uid)
-            return
+            return ""
+        if pod.deleting or pod.terminal:
+            self.queue.delete(pod.uid)
+            return "UnscheduledPodUpdate"
         if self.cache.is_assumed(pod.uid):
-            return  # a stale unbound copy while our bind is in flight
+            return "UnscheduledPodUpdate"  # a stale unbound copy while our bind is in flight
+        known_pending = pod.uid in self.queue
         self.queue.add(pod)
+        return "UnscheduledPodUpdate" if known_pending else "UnscheduledPodAdd"
 
     def _object_stores(self) -> list[_ObjectStore]:
         """The watched kinds kept by name or namespace/name outside the node and pod cache;

@@ -4,8 +4,8 @@ Each scheduler gets its own two nodes (one tainted) and the same pods: two that
 fit, one that preempts a lower-priority pod bound by hand, one too big for any
 node (NodeResourcesFit) and one that selects only the tainted node
 (TaintToleration). Both /metrics are parsed with prometheus_client's parser. Every
-``scheduler_*`` family kube-scheduler exports with a non-zero sample must be
-exported by Podium with the same type and label names, unless docs/metrics.md
+``scheduler_*`` family kube-scheduler exports with a non-zero sample (and the
+client and process families in ``ALSO_COMPARED``) must be exported by Podium with the same type and label names, unless docs/metrics.md
 lists it as not exported (with the reason); values that mean the same must be
 equal: attempts by result, unschedulable pods by plugin, preemption attempts and
 victims, attempts per scheduled pod, pods entering the queue by queue and event.
@@ -51,12 +51,24 @@ def exposed_name(family: Metric) -> str:
     return f"{family.name}_total" if family.type == "counter" else family.name
 
 
-def families(text: str) -> dict[str, Metric]:
-    return {
-        exposed_name(f): f
-        for f in text_string_to_metric_families(text)
-        if f.name.startswith("scheduler_")
+# Families outside scheduler_* that dashboards built for kube-scheduler read.
+ALSO_COMPARED = frozenset(
+    {
+        "rest_client_requests_total",
+        "rest_client_request_duration_seconds",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_virtual_memory_bytes",
+        "process_open_fds",
+        "process_max_fds",
+        "process_start_time_seconds",
     }
+)
+
+
+def families(text: str) -> dict[str, Metric]:
+    out = {exposed_name(f): f for f in text_string_to_metric_families(text)}
+    return {k: f for k, f in out.items() if k.startswith("scheduler_") or k in ALSO_COMPARED}
 
 
 def label_names(family: Metric) -> set[str]:
