@@ -96,6 +96,20 @@ class Metrics:
             buckets=_exponential(0.0001, 2, 12),
             registry=r,
         )
+        self.plugin_evaluations = Counter(
+            "scheduler_plugin_evaluation_total",
+            "Number of attempts to schedule pods by each plugin and the extension point "
+            "(available only in PreFilter, Filter, PreScore, and Score).",
+            ["plugin", "extension_point", "profile"],
+            registry=r,
+        )
+        self.plugin_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point, on a sample of cycles.",
+            ["plugin", "extension_point", "status"],
+            buckets=_exponential(0.00001, 1.5, 20),
+            registry=r,
+        )
         self.algorithm_duration = Histogram(
             "scheduler_scheduling_algorithm_duration_seconds",
             "Scheduling algorithm latency in seconds.",

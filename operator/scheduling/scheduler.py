@@ -49,6 +49,7 @@ from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
 from podium.framework.plugin import ClusterEvent, PluginError
 from podium.framework.preemption import evaluate
+from podium.framework.probe import PluginStats
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError, KubeClient, list_pages
@@ -164,6 +165,7 @@ class PodiumScheduler:
         self.binds_in_flight = 0  # shadows wait while a live Binding is out
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
+        self.algorithm.plugin_stats = PluginStats()
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -563,6 +565,7 @@ class PodiumScheduler:
         self.metrics.pending.labels("unschedulable").set(counts["unschedulable"])
         self.metrics.pending.labels("gated").set(counts["gated"])
         self.metrics.cache_nodes.set(len(self.cache.nodes))
+        self._drain_plugin_stats()
         assumed = sum(1 for state in self.cache.pods.values() if state.assumed)
         self.metrics.cache_pods.labels("assumed").set(assumed)
         self.metrics.cache_pods.labels("bound").set(len(self.cache.pods) - assumed)
@@ -581,6 +584,18 @@ class PodiumScheduler:
         for key, count in rejections.items():
             self.metrics.unschedulable_pods.labels(*key).set(count)
         self._rejected_seen = set(rejections)
+
+    def _drain_plugin_stats(self) -> None:
+        """Move the cycles' per-plugin counts and sampled durations into /metrics."""
+        stats = self.algorithm.plugin_stats
+        if stats is None:
+            return
+        for key, count in stats.evaluations.items():
+            self.metrics.plugin_evaluations.labels(*key).inc(count)
+        for plugin, point, status, seconds in stats.durations:
+            self.metrics.plugin_duration.labels(plugin, point, status).observe(seconds)
+        stats.evaluations.clear()
+        stats.durations.clear()
 
     def schedule_one(self, entry: QueuedPod) -> None:
         pod = entry.pod

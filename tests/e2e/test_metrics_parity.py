@@ -3,12 +3,13 @@
 Each scheduler gets its own two nodes (one tainted) and the same pods: two that
 fit, one that preempts a lower-priority pod bound by hand, one too big for any
 node (NodeResourcesFit) and one that selects only the tainted node
-(TaintToleration). Both /metrics are parsed with prometheus_client's parser. Every
-``scheduler_*`` family kube-scheduler exports with a non-zero sample (and the
-client and process families in ``ALSO_COMPARED``) must be exported by Podium with the same type and label names, unless docs/metrics.md
-lists it as not exported (with the reason); values that mean the same must be
-equal: attempts by result, unschedulable pods by plugin, preemption attempts and
-victims, attempts per scheduled pod, pods entering the queue by queue and event.
+(TaintToleration). Both /metrics are parsed with prometheus_client's parser.
+Every ``scheduler_*`` family kube-scheduler exports with a non-zero sample, and
+the client and process families in ``ALSO_COMPARED``, must be exported by Podium
+with the same type and label names, unless docs/metrics.md lists it as not
+exported (with the reason). Values that mean the same must be equal: attempts by
+result, unschedulable pods by plugin, preemption attempts and victims, attempts
+per scheduled pod, pods entering the queue by queue and event.
 """
 
 from __future__ import annotations
@@ -51,6 +52,10 @@ def exposed_name(family: Metric) -> str:
     return f"{family.name}_total" if family.type == "counter" else family.name
 
 
+# Recorded on a random tenth of cycles (pluginMetricsSamplePercent) by both: after a
+# few cycles either side may have no sample, so label names are compared only when
+# both have one (tests/unit/test_plugin_probe.py checks Podium's labels).
+SAMPLED = frozenset({"scheduler_plugin_execution_duration_seconds"})
 # Families outside scheduler_* that dashboards built for kube-scheduler read.
 ALSO_COMPARED = frozenset(
     {
@@ -190,12 +195,18 @@ async def test_scheduler_families_match_kube_scheduler(
             problems.append(f"{name}: missing ({family.type}, labels {labels})")
         elif mine.type != family.type:
             problems.append(f"{name}: type {mine.type}, kube-scheduler {family.type}")
+        elif name in SAMPLED and not mine.samples:
+            continue
         elif label_names(mine) != label_names(family):
             problems.append(
                 f"{name}: labels {sorted(label_names(mine))}, "
                 f"kube-scheduler {sorted(label_names(family))}"
             )
     assert not problems, "\n".join(problems)
+    exported_yet_listed = sorted(left_out & ours.keys())
+    assert not exported_yet_listed, (
+        f"docs/metrics.md calls these not exported: {exported_yet_listed}"
+    )
 
     # The same events counted the same way. A pod whose backoff ends leaves backoffQ as
     # BackoffComplete in Podium; kube-scheduler, with activeQ empty, pops it earlier
