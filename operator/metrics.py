@@ -147,6 +147,26 @@ class Metrics:
             ["type"],
             registry=r,
         )
+        # Pod groups (GenericWorkload): one attempt per pod-group cycle.
+        self.podgroup_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts_total",
+            "Number of attempts to schedule pod groups, by the result.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.podgroup_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds.",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.podgroup_algorithm_duration = Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "Pod group scheduling algorithm latency in seconds.",
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
         self.preemption_attempts = Counter(
             "scheduler_preemption_attempts_total",
             "Total preemption attempts in the cluster till now.",
@@ -156,6 +176,21 @@ class Metrics:
             "scheduler_preemption_victims",
             "Number of selected preemption victims.",
             buckets=_exponential(1, 2, 7),
+            registry=r,
+        )
+        self.preemption_evaluation = Histogram(
+            "scheduler_preemption_evaluation_duration_seconds",
+            "Duration in seconds of the preemption evaluation (the dry run that picks "
+            "victims), by the preemptor type and the status.",
+            ["preemptor", "result"],
+            buckets=_exponential(0.001, 2, 16),
+            registry=r,
+        )
+        self.preemption_execution = Histogram(
+            "scheduler_preemption_execution_duration_seconds",
+            "Duration in seconds of preempting the victims, by the preemptor type and result.",
+            ["preemptor", "result"],
+            buckets=_exponential(0.001, 2, 16),
             registry=r,
         )
         self.preemption_goroutines = Counter(
@@ -242,3 +277,8 @@ class Metrics:
             ["action"],
             registry=r,
         )
+
+    def podgroup_attempt(self, result: str, profile: str, seconds: float) -> None:
+        """One pod-group cycle ended (observePodGroupScheduleAttemptAndLatency)."""
+        self.podgroup_attempts.labels(result, profile).inc()
+        self.podgroup_attempt_duration.labels(result, profile).observe(seconds)

@@ -671,6 +671,7 @@ class PodiumScheduler:
             diagnosis.post_filter_msg = freed
             if profile.preemption:
                 self.metrics.preemption_attempts.inc()  # DefaultPreemption.PostFilter ran
+                evaluating = time.perf_counter()
                 result = evaluate(
                     profile,
                     self.snapshot,
@@ -682,6 +683,9 @@ class PodiumScheduler:
                     nominated_node,
                 )
                 diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
+                status = "Unschedulable" if result.candidate is None else "Success"
+                seconds = time.perf_counter() - evaluating
+                self.metrics.preemption_evaluation.labels("pod", status).observe(seconds)
                 nominating = result.nominating
                 if result.candidate is not None and not profile.dry_run:
                     self.metrics.preemption_victims.observe(len(result.candidate.victims))
@@ -933,10 +937,13 @@ class PodiumScheduler:
             )
 
     async def _preempting(self, actuation: Awaitable[bool]) -> None:
-        """Count the preemption goroutine's result (prepareCandidateAsync): success when
-        every victim was preempted."""
+        """The preemption goroutine's result (prepareCandidateAsync), success when every
+        victim was preempted, counted and timed."""
+        started = time.perf_counter()
         result = "success" if await actuation else "error"
         self.metrics.preemption_goroutines.labels(result).inc()
+        seconds = time.perf_counter() - started
+        self.metrics.preemption_execution.labels("pod", result).observe(seconds)
 
     async def _bind_volumes(
         self, pod: PodInfo, node: str, profile: Profile, plan: VolumePlan

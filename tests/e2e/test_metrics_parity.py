@@ -3,13 +3,15 @@
 Each scheduler gets its own two nodes (one tainted) and the same pods: two that
 fit, one that preempts a lower-priority pod bound by hand, one too big for any
 node (NodeResourcesFit) and one that selects only the tainted node
-(TaintToleration). Both /metrics are parsed with prometheus_client's parser.
+(TaintToleration); then a gang of two (kube-scheduler runs with the GenericWorkload
+gates). Both /metrics are parsed with prometheus_client's parser.
 Every ``scheduler_*`` family kube-scheduler exports with a non-zero sample, and
 the client and process families in ``ALSO_COMPARED``, must be exported by Podium
 with the same type and label names, unless docs/metrics.md lists it as not
 exported (with the reason). Values that mean the same must be equal: attempts by
 result, unschedulable pods by plugin, preemption attempts and victims, attempts
-per scheduled pod, pods entering the queue by queue and event.
+per scheduled pod, pods entering the queue by queue and event (after the single
+pods); pod-group attempts and pod attempts by result (after the gang).
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import re
 import ssl
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +29,11 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from podium.devcluster import KubeScheduler
+from podium.devcluster import WORKLOAD_GATES, KubeScheduler
 from podium.devcluster.objects import delete_nodes, delete_pods, wait_for
 from podium.devcluster.process import http_get
 from podium.kube.manifests import make_node, make_pod
+from tests.e2e.gang import create_group, member, pod_group
 from tests.e2e.queues import pending_pods
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -39,6 +42,26 @@ SIDE = "metrics.podium.io/side"
 DOC = Path(__file__).parents[2] / "docs" / "metrics.md"
 _ROW = re.compile(r"^\| `(scheduler_\w+)` \|[^|]*\| not exported \|", re.MULTILINE)
 TAINT = {"key": "dedicated", "value": "batch", "effect": "NoSchedule"}
+
+
+# Families whose values must be equal after the single pods, with the sample suffix.
+SAME_AFTER_SINGLES = (
+    ("scheduler_schedule_attempts_total", ""),
+    ("scheduler_scheduling_attempt_duration_seconds", "_count"),
+    ("scheduler_scheduling_algorithm_duration_seconds", "_count"),
+    ("scheduler_pod_scheduling_attempts", "_count"),
+    ("scheduler_pod_scheduling_attempts", "_sum"),
+    ("scheduler_pod_scheduling_sli_duration_seconds", "_count"),
+    ("scheduler_unschedulable_pods", ""),
+    ("scheduler_pending_pods", ""),
+    ("scheduler_queued_entities", ""),
+    ("scheduler_preemption_attempts_total", ""),
+    ("scheduler_preemption_victims", "_count"),
+    ("scheduler_preemption_victims", "_sum"),
+    ("scheduler_preemption_goroutines_execution_total", ""),
+    ("scheduler_preemption_evaluation_duration_seconds", "_count"),
+    ("scheduler_preemption_execution_duration_seconds", "_count"),
+)
 
 
 def not_exported() -> set[str]:
@@ -117,9 +140,14 @@ async def bound(api: ApiClient, namespace: str, name: str) -> str:
 
 
 async def run_workload(
-    api: ApiClient, namespace: str, side: str, node_factory: Any, parked: Any
-) -> None:
-    """The same pods, in the same order, with the same waits, for one scheduler."""
+    api: ApiClient,
+    namespace: str,
+    side: str,
+    node_factory: Any,
+    scrape: Callable[[], Awaitable[str]],
+) -> tuple[str, str]:
+    """The same pods, in the same order, with the same waits, for one scheduler: its
+    /metrics once the single pods are done, and again after a gang."""
     core = client.CoreV1Api(api)
     plain, tainted = f"{side}-plain", f"{side}-tainted"
     await node_factory(
@@ -148,7 +176,32 @@ async def run_workload(
     picky = make_pod(f"{side}-picky", cpu="100m", scheduler_name=side, node_selector=selector)
     for body in (big, picky):
         await core.create_namespaced_pod(namespace, body)
-    await wait_for(parked, timeout=60, message=f"{side}: two pods parked")
+
+    async def parked() -> str | None:
+        text = await scrape()
+        p = pending_pods(text)
+        done = p.get("unschedulable") == 2 and p.get("active") == 0 and p.get("backoff") == 0
+        return text if done else None
+
+    singles = await wait_for(parked, timeout=60, message=f"{side}: two pods parked")
+    scheduled = scheduled_attempts(singles)
+    # A gang of two that fits in the 500m left: one pod-group cycle.
+    group = f"{side}-gang"
+    await create_group(api, namespace, pod_group(group, 2))
+    for i in range(2):
+        body = member(f"{group}-{i}", group, side, "200m", on_side)
+        await core.create_namespaced_pod(namespace, body)
+
+    async def gang_done() -> str | None:
+        text = await scrape()
+        return text if scheduled_attempts(text) == scheduled + 2 else None
+
+    return singles, await wait_for(gang_done, timeout=60, message=f"{side}: gang scheduled")
+
+
+def scheduled_attempts(text: str) -> float:
+    family = families(text).get("scheduler_schedule_attempts_total")
+    return sum(v for k, v in values(family).items() if ("result", "scheduled") in k)
 
 
 async def clear_side(api: ApiClient, namespace: str, side: str) -> None:
@@ -166,24 +219,16 @@ async def test_scheduler_families_match_kube_scheduler(
     podium: Any,
 ) -> None:
     kside, pside = f"{namespace[:30]}-k", f"{namespace[:30]}-p"
-    kube = await kube_scheduler(kside)
-
-    async def kube_parked() -> bool:
-        p = pending_pods(await scrape_kube(kube))
-        return p.get("unschedulable") == 2 and p.get("active") == 0 and p.get("backoff") == 0
-
-    await run_workload(api_client, namespace, kside, node_factory, kube_parked)
-    kube_text = await scrape_kube(kube)
+    kube = await kube_scheduler(kside, feature_gates=WORKLOAD_GATES)
+    kube_singles, kube_all = await run_workload(
+        api_client, namespace, kside, node_factory, lambda: scrape_kube(kube)
+    )
     await clear_side(api_client, namespace, kside)
     proc = await podium("--scheduler-name", pside)
-
-    async def podium_parked() -> bool:
-        p = await proc.pending()
-        return p.get("unschedulable") == 2 and p.get("active") == 0 and p.get("backoff") == 0
-
-    await run_workload(api_client, namespace, pside, node_factory, podium_parked)
-    podium_text = await proc.metrics()
-    theirs, ours = families(kube_text), families(podium_text)
+    podium_singles, podium_all = await run_workload(
+        api_client, namespace, pside, node_factory, proc.metrics
+    )
+    theirs, ours = families(kube_all), families(podium_all)
     left_out = not_exported()
     problems = []
     for name, family in sorted(theirs.items()):
@@ -208,26 +253,13 @@ async def test_scheduler_families_match_kube_scheduler(
         f"docs/metrics.md calls these not exported: {exported_yet_listed}"
     )
 
-    # The same events counted the same way. A pod whose backoff ends leaves backoffQ as
-    # BackoffComplete in Podium; kube-scheduler, with activeQ empty, pops it earlier
-    # (PopFromBackoffQ), so those rows are left out of the queue comparison.
+    # The single pods: the same events counted the same way. A pod whose backoff ends
+    # leaves backoffQ as BackoffComplete in Podium; kube-scheduler, with activeQ empty,
+    # pops it earlier (PopFromBackoffQ), so those rows are left out of the queue
+    # comparison.
+    theirs, ours = families(kube_singles), families(podium_singles)
     drift = {("event", "BackoffComplete"), ("event", "PopFromBackoffQ")}
-    same = [
-        ("scheduler_schedule_attempts_total", ""),
-        ("scheduler_scheduling_attempt_duration_seconds", "_count"),
-        ("scheduler_scheduling_algorithm_duration_seconds", "_count"),
-        ("scheduler_pod_scheduling_attempts", "_count"),
-        ("scheduler_pod_scheduling_attempts", "_sum"),
-        ("scheduler_pod_scheduling_sli_duration_seconds", "_count"),
-        ("scheduler_unschedulable_pods", ""),
-        ("scheduler_pending_pods", ""),
-        ("scheduler_queued_entities", ""),
-        ("scheduler_preemption_attempts_total", ""),
-        ("scheduler_preemption_victims", "_count"),
-        ("scheduler_preemption_victims", "_sum"),
-        ("scheduler_preemption_goroutines_execution_total", ""),
-    ]
-    for name, suffix in same:
+    for name, suffix in SAME_AFTER_SINGLES:
         want, got = values(theirs.get(name), suffix), values(ours.get(name), suffix)
         assert want, f"{name}{suffix}: kube-scheduler recorded nothing"
         assert got == want, f"{name}{suffix}: Podium {got}, kube-scheduler {want}"
@@ -235,3 +267,11 @@ async def test_scheduler_families_match_kube_scheduler(
     want = {k: v for k, v in values(theirs[incoming]).items() if not drift & set(k)}
     got = {k: v for k, v in values(ours.get(incoming)).items() if not drift & set(k)}
     assert got == want, f"{incoming}: Podium {got}, kube-scheduler {want}"
+    # The gang: one pod-group cycle, and two more pods scheduled. Go runs each member's
+    # algorithm and holds it at Permit; Podium places the group at once, so per-pod
+    # algorithm counts, queue moves and SLI attempts of members are not compared.
+    theirs, ours = families(kube_all), families(podium_all)
+    for name in ("scheduler_podgroup_schedule_attempts_total", "scheduler_schedule_attempts_total"):
+        want, got = values(theirs.get(name)), values(ours.get(name))
+        assert want, f"{name}: kube-scheduler recorded nothing"
+        assert got == want, f"{name}: Podium {got}, kube-scheduler {want}"
