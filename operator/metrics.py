@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 
 __all__ = ["Metrics"]
 
@@ -43,10 +43,18 @@ _SLI_BUCKETS = (
 )
 
 
+def _exponential(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """component-base's ExponentialBuckets: kube-scheduler's buckets, for the same quantiles."""
+    return tuple(start * factor**i for i in range(count))
+
+
 class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
         r = self.registry
+        # process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, ...:
+        # the names kube-scheduler's process metrics have.
+        ProcessCollector(registry=r)
         self.attempts = Counter(
             "scheduler_schedule_attempts_total",
             "Number of attempts to schedule pods, by the result.",
@@ -81,6 +89,116 @@ class Metrics:
             buckets=_DURATION_BUCKETS,
             registry=r,
         )
+        self.event_handling = Histogram(
+            "scheduler_event_handling_duration_seconds",
+            "Event handling latency in seconds.",
+            ["event"],
+            buckets=_exponential(0.0001, 2, 12),
+            registry=r,
+        )
+        self.plugin_evaluations = Counter(
+            "scheduler_plugin_evaluation_total",
+            "Number of attempts to schedule pods by each plugin and the extension point "
+            "(available only in PreFilter, Filter, PreScore, and Score).",
+            ["plugin", "extension_point", "profile"],
+            registry=r,
+        )
+        self.plugin_duration = Histogram(
+            "scheduler_plugin_execution_duration_seconds",
+            "Duration for running a plugin at a specific extension point, on a sample of cycles.",
+            ["plugin", "extension_point", "status"],
+            buckets=_exponential(0.00001, 1.5, 20),
+            registry=r,
+        )
+        self.algorithm_duration = Histogram(
+            "scheduler_scheduling_algorithm_duration_seconds",
+            "Scheduling algorithm latency in seconds.",
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.pod_attempts = Histogram(
+            "scheduler_pod_scheduling_attempts",
+            "Number of attempts to successfully schedule a pod.",
+            buckets=_exponential(1, 2, 5),
+            registry=r,
+        )
+        self.unschedulable_pods = Gauge(
+            "scheduler_unschedulable_pods",
+            "The number of unschedulable pods broken down by plugin name. A pod will "
+            "increment the gauge for all plugins that caused it to not schedule.",
+            ["plugin", "profile"],
+            registry=r,
+        )
+        self.queued_entities = Gauge(
+            "scheduler_queued_entities",
+            "Number of pending entities, by the queue type and the entity type.",
+            ["queue", "type"],
+            registry=r,
+        )
+        self.queue_incoming = Counter(
+            "scheduler_queue_incoming_pods_total",
+            "Number of pods added to scheduling queues by event and queue type.",
+            ["queue", "event"],
+            registry=r,
+        )
+        self.cache_size = Gauge(
+            "scheduler_cache_size",
+            "Number of nodes, pods, and assumed (bound) pods in the scheduler cache.",
+            ["type"],
+            registry=r,
+        )
+        # Pod groups (GenericWorkload): one attempt per pod-group cycle.
+        self.podgroup_attempts = Counter(
+            "scheduler_podgroup_schedule_attempts_total",
+            "Number of attempts to schedule pod groups, by the result.",
+            ["result", "profile"],
+            registry=r,
+        )
+        self.podgroup_attempt_duration = Histogram(
+            "scheduler_podgroup_scheduling_attempt_duration_seconds",
+            "Pod group scheduling attempt latency in seconds.",
+            ["result", "profile"],
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.podgroup_algorithm_duration = Histogram(
+            "scheduler_podgroup_scheduling_algorithm_duration_seconds",
+            "Pod group scheduling algorithm latency in seconds.",
+            buckets=_exponential(0.001, 2, 15),
+            registry=r,
+        )
+        self.preemption_attempts = Counter(
+            "scheduler_preemption_attempts_total",
+            "Total preemption attempts in the cluster till now.",
+            registry=r,
+        )
+        self.preemption_victims = Histogram(
+            "scheduler_preemption_victims",
+            "Number of selected preemption victims.",
+            buckets=_exponential(1, 2, 7),
+            registry=r,
+        )
+        self.preemption_evaluation = Histogram(
+            "scheduler_preemption_evaluation_duration_seconds",
+            "Duration in seconds of the preemption evaluation (the dry run that picks "
+            "victims), by the preemptor type and the status.",
+            ["preemptor", "result"],
+            buckets=_exponential(0.001, 2, 16),
+            registry=r,
+        )
+        self.preemption_execution = Histogram(
+            "scheduler_preemption_execution_duration_seconds",
+            "Duration in seconds of preempting the victims, by the preemptor type and result.",
+            ["preemptor", "result"],
+            buckets=_exponential(0.001, 2, 16),
+            registry=r,
+        )
+        self.preemption_goroutines = Counter(
+            "scheduler_preemption_goroutines_execution_total",
+            "Number of preemption actuations (victim deletions) that ran, by the result.",
+            ["result"],
+            registry=r,
+        )
         self.bind_results = Counter(
             "podium_bind_results_total",
             "Outcomes of Binding calls.",
@@ -113,6 +231,20 @@ class Metrics:
             "Time requests waited for the client-side rate limit, by budget.",
             ["budget"],
             buckets=_DURATION_BUCKETS,
+            registry=r,
+        )
+        # client-go's families, under its names: kube-scheduler's dashboards read them.
+        self.rest_requests = Counter(
+            "rest_client_requests_total",
+            "Number of HTTP requests, partitioned by status code, method, and host.",
+            ["code", "host", "method"],
+            registry=r,
+        )
+        self.rest_duration = Histogram(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds. Broken down by verb, and host.",
+            ["host", "verb"],
+            buckets=(0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0),
             registry=r,
         )
         self.retry_after = Counter(
@@ -152,3 +284,8 @@ class Metrics:
             ["action"],
             registry=r,
         )
+
+    def podgroup_attempt(self, result: str, profile: str, seconds: float) -> None:
+        """One pod-group cycle ended (observePodGroupScheduleAttemptAndLatency)."""
+        self.podgroup_attempts.labels(result, profile).inc()
+        self.podgroup_attempt_duration.labels(result, profile).observe(seconds)

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from podium.framework.plugin import Cycle, IndexArray, IntArray
+from podium.framework.probe import PluginStats
 from podium.framework.profile import Profile
 from podium.kube.objects import PodInfo
 from podium.state.snapshot import Snapshot
@@ -108,6 +109,8 @@ class Scheduler:
     def __init__(self, rng: random.Random | None = None) -> None:
         self.next_start = 0
         self.rng = rng or random.Random()
+        # Set by the scheduling loop, which drains it into /metrics; None records nothing.
+        self.plugin_stats: PluginStats | None = None
 
     def schedule(
         self,
@@ -217,8 +220,12 @@ class PreFilterOutcome:
 def run_pre_filters(profile: Profile, cycle: Cycle) -> PreFilterOutcome:
     """RunPreFilterPlugins: each plugin's verdict, stopping at the first outright rejection."""
     out = PreFilterOutcome()
+    probe = cycle.probe
     for plugin in profile.filters:
+        started = probe.start() if probe else 0.0
         result = plugin.pre_filter(cycle)
+        if probe:
+            probe.ran(plugin.name, "PreFilter", started, _status(result and result.reject))
         if result is None:
             continue
         if result.reject:
@@ -245,15 +252,24 @@ def run_pre_filters(profile: Profile, cycle: Cycle) -> PreFilterOutcome:
     return out
 
 
+def _status(rejected: object) -> str:
+    """The status label of a plugin call: Unschedulable when it turned the pod away."""
+    return "Unschedulable" if rejected else "Success"
+
+
 def run_filters(
     profile: Profile, cycle: Cycle, nodes: IndexArray, diagnosis: Diagnosis | None
 ) -> IndexArray:
     """Every filter in order over the still-feasible nodes; the first rejection wins."""
     alive = nodes
+    probe = cycle.probe
     for position, plugin in enumerate(profile.filters):
         if alive.size == 0:
             break
+        started = probe.start() if probe else 0.0
         rejections = plugin.filter(cycle, alive)
+        if probe:
+            probe.ran(plugin.name, "Filter", started, _status(rejections), int(alive.size))
         if not rejections:
             continue
         if len(rejections) == 1:
@@ -306,7 +322,8 @@ def schedule(
     only: every plugin still sees the whole cluster, as PreFilter does in Go.
     """
     total = len(snapshot)
-    cycle = Cycle(pod, snapshot)
+    stats = state.plugin_stats
+    cycle = Cycle(pod, snapshot, probe=stats.probe(profile.scheduler_name) if stats else None)
     diagnosis = Diagnosis(
         num_all_nodes=total if within is None else len(within),
         status=np.full(total, UNSEEN, dtype=np.int8),
@@ -463,10 +480,18 @@ def _score(
 
     score_started = time.perf_counter()
     totals = np.zeros(candidates.size, dtype=np.int64)
+    probe = cycle.probe
     for scorer, weight in profile.scores:
-        if not scorer.pre_score(cycle, candidates):
+        started = probe.start() if probe else 0.0
+        scored = scorer.pre_score(cycle, candidates)
+        if probe:
+            probe.ran(scorer.name, "PreScore", started, "Success" if scored else "Skip")
+            started = probe.start()
+        if not scored:
             continue
         raw = scorer.score(cycle, candidates)
+        if probe:
+            probe.ran(scorer.name, "Score", started, "Success", int(candidates.size))
         normalized = scorer.normalize(cycle, candidates, raw)
         totals += normalized if weight == 1 else normalized * weight
         if record:

@@ -20,6 +20,7 @@ import numpy as np
 from podium.state.arrays import IndexArray, IntArray, MaskArray
 
 if TYPE_CHECKING:
+    from podium.framework.probe import PluginProbe
     from podium.kube.objects import PodInfo
     from podium.state.snapshot import Snapshot
 
@@ -107,6 +108,8 @@ class Cycle:
     pod: PodInfo
     snapshot: Snapshot
     state: dict[str, Any] = field(default_factory=dict)
+    # Per-plugin metrics; None where a cycle is not the scheduling loop's (a dry run).
+    probe: PluginProbe | None = None
 
 
 class Plugin(ABC):

@@ -22,7 +22,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
-from urllib.parse import urlencode
+from urllib.parse import urlencode, urlsplit
 
 import aiohttp
 import orjson
@@ -215,6 +215,10 @@ class KubeClient:
                 headers["Authorization"] = f"Bearer {token}"
             started = time.monotonic()
             status, retry_header, payload = await self._send(method, path, data, headers, params)
+            if self.metrics is not None:
+                host = urlsplit(self.creds.server).netloc
+                self.metrics.rest_requests.labels(str(status), host, method).inc()
+                self.metrics.rest_duration.labels(host, method).observe(time.monotonic() - started)
             if status == 401 and tokens is not None and not reauthenticated:
                 # Re-authenticate once: a rotated file or a re-run plugin may hold a new token.
                 reauthenticated = True
@@ -263,6 +267,9 @@ class KubeClient:
             url, params=dict(params), headers=headers, timeout=timeout
         ) as resp:
             self._auth_seen(resp.status, "GET", path)
+            if self.metrics is not None:
+                host = urlsplit(self.creds.server).netloc
+                self.metrics.rest_requests.labels(str(resp.status), host, "GET").inc()
             if resp.status >= 400:
                 raw = await resp.read()
                 try:

@@ -64,6 +64,7 @@ from podium.state.snapshot import Snapshot
 
 if TYPE_CHECKING:
     from podium.framework.profile import Profile
+    from podium.metrics import Metrics
     from podium.scheduling.binder import Binder
     from podium.scheduling.queue import SchedulingQueue
     from podium.state.podgroups import PodGroupStore
@@ -228,6 +229,7 @@ def _decide(
     invalid = validate_group(group, [m.pod for m in live], scheduled)
     invalid = invalid or validate_members(sched, profile, live)
     if invalid:
+        sched.metrics.podgroup_attempt("error", profile.scheduler_name, _since(started))
         for member in live:
             sched.fail(member, "SchedulerError", invalid, error=True, profile=profile)
         log.info("pod_group_invalid", pod_group=group.key, message=invalid)
@@ -240,6 +242,7 @@ def _decide(
         return
     sched.snapshot.update(sched.cache)
     if len(sched.snapshot) == 0:
+        sched.metrics.podgroup_attempt("unschedulable", profile.scheduler_name, _since(started))
         for member in live:
             sched.fail(
                 member,
@@ -252,6 +255,7 @@ def _decide(
     board = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
     outcome = place_group(board, profile, group, live, scheduled)
     elapsed = time.perf_counter() - started
+    sched.metrics.podgroup_algorithm_duration.observe(elapsed)
     if profile.dry_run:  # decided, never bound: members wait as schedule_one's dry run does
         for member, placement in outcome.placements:
             if outcome.success and placement is not None and placement.node:
@@ -334,6 +338,8 @@ def _decide(
         message=condition_message,
         duration_ms=round(elapsed * 1000, 3),
     )
+    result = "scheduled" if outcome.success else "unschedulable"
+    sched.metrics.podgroup_attempt(result, profile.scheduler_name, _since(started))
     if outcome.success:
         _write(sched, profile, group, {"status": "True", "reason": "Scheduled", "message": ""})
     else:
@@ -387,6 +393,10 @@ async def _activate_on_refusal(
     preemptor's pods: no victim's deletion may come to move them."""
     if not await evicting:
         sched.queue.activate(members)
+
+
+def _since(started: float) -> float:
+    return time.perf_counter() - started
 
 
 def _write(sched: GroupHost, profile: Profile, group: PodGroup, condition: dict[str, str]) -> None:

@@ -27,17 +27,57 @@ import contextlib
 import heapq
 import itertools
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from podium.framework.plugin import ClusterEvent
 from podium.framework.queued import QueuedPod, Where
 from podium.kube.objects import PodInfo, requirements_changed
+from podium.metrics import Metrics
 
-__all__ = ["GANG", "QueueSettings", "SchedulingQueue"]
+__all__ = ["GANG", "QueueSettings", "SchedulingQueue", "event_label"]
 
 GANG = "GangScheduling"
 """The rejecting plugin of a pod that waits for its PodGroup (PreEnqueue)."""
+
+
+# kube-scheduler's ClusterEvent.Label() (Resource + ActionType) for each of Podium's
+# coarser events; the label of a combined event is that of its first member.
+_EVENT_LABELS: dict[ClusterEvent, str] = {
+    ClusterEvent.NODE_ADD: "NodeAdd",
+    ClusterEvent.NODE_DELETE: "NodeDelete",
+    ClusterEvent.NODE_ALLOCATABLE: "NodeUpdateNodeAllocatable",
+    ClusterEvent.NODE_LABEL: "NodeUpdateNodeLabel",
+    ClusterEvent.NODE_TAINT: "NodeUpdateNodeTaint",
+    ClusterEvent.NODE_CONDITION: "NodeUpdateNodeCondition",
+    ClusterEvent.NODE_IMAGES: "NodeUpdate",
+    ClusterEvent.NODE_DECLARED_FEATURES: "NodeUpdateNodeDeclaredFeature",
+    ClusterEvent.ASSIGNED_POD_ADD: "AssignedPodAdd",
+    ClusterEvent.ASSIGNED_POD_UPDATE: "AssignedPodUpdate",
+    ClusterEvent.ASSIGNED_POD_DELETE: "AssignedPodDelete",
+    ClusterEvent.ASSIGNED_POD_SCALE_DOWN: "AssignedPodUpdatePodScaleDown",
+    ClusterEvent.VOLUME: "PersistentVolumeClaimUpdate",
+    ClusterEvent.POLICY: "ForceActivate",
+    ClusterEvent.RESOURCE_SLICE: "ResourceSliceUpdate",
+    ClusterEvent.DEVICE_CLASS: "DeviceClassUpdate",
+    ClusterEvent.RESOURCE_CLAIM: "ResourceClaimUpdate",
+}
+# The queue's own moves, as kube-scheduler labels them (framework/events.go).
+POD_ADD = "UnscheduledPodAdd"
+POD_UPDATE = "UnscheduledPodUpdate"
+ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+BACKOFF_COMPLETE = "BackoffComplete"
+UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
+GATES_REMOVED = "UnscheduledPodUpdatePodSchedulingGatesEliminated"
+_GATED = frozenset({"SchedulingGates"})
+
+
+def event_label(event: ClusterEvent) -> str:
+    """The ``event`` label of scheduler_queue_incoming_pods_total for a cluster event."""
+    for member in event:
+        return _EVENT_LABELS[member]
+    return "Unknown"
 
 
 @dataclass(slots=True)
@@ -53,8 +93,11 @@ class SchedulingQueue:
         self,
         settings: QueueSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
+        metrics: Metrics | None = None,
     ) -> None:
         self.settings = settings or QueueSettings()
+        # scheduler_queue_incoming_pods_total: every move into a queue, by its cause.
+        self.metrics = metrics
         # Backoff and flush per schedulerName, from each profile; others use ``settings``.
         self.profile_settings: dict[str, QueueSettings] = {}
         self.clock = clock
@@ -78,6 +121,22 @@ class SchedulingQueue:
             out[entry.where] += 1
         return out
 
+    def rejections(self) -> Counter[tuple[str, str]]:
+        """scheduler_unschedulable_pods by (plugin, schedulerName): every waiting pod counts
+        once for each plugin that rejected it in its last attempt, a gated pod for
+        SchedulingGates (Go increments on AddUnschedulableIfNotPresent and PreEnqueue,
+        decrements on Pop and delete)."""
+        out: Counter[tuple[str, str]] = Counter()
+        for entry in self.entries.values():
+            if entry.where == "in_flight":
+                continue
+            plugins = entry.rejected_by
+            if not plugins and entry.where == "gated" and entry.pod.scheduling_gates:
+                plugins = _GATED
+            for plugin in plugins:
+                out[plugin, entry.pod.scheduler_name] += 1
+        return out
+
     def __len__(self) -> int:
         return len(self.entries)
 
@@ -89,15 +148,21 @@ class SchedulingQueue:
         return uid in self.entries
 
     # -- placement ---------------------------------------------------------------
-    def _set_where(self, entry: QueuedPod, where: Where) -> None:
+    def _set_where(self, entry: QueuedPod, where: Where, event: str = "") -> None:
+        """Move ``entry``; ``event`` (kube-scheduler's label) counts the move as a pod
+        entering ``where`` (recordIncomingEntitiesMetrics)."""
+        if event and self.metrics is not None:
+            # Go keeps gated pods among the unschedulable ones (PreEnqueue rejected them).
+            queue = "unschedulable" if where == "gated" else where
+            self.metrics.queue_incoming.labels(queue, event).inc()
         if entry.where == "unschedulable":
             self._unschedulable.pop(entry.pod.uid, None)
         entry.where = where
         if where == "unschedulable":
             self._unschedulable[entry.pod.uid] = entry
 
-    def _push_active(self, entry: QueuedPod) -> None:
-        self._set_where(entry, "active")
+    def _push_active(self, entry: QueuedPod, event: str) -> None:
+        self._set_where(entry, "active", event)
         pod = entry.pod
         heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
         self._wakeup.set()
@@ -114,22 +179,22 @@ class SchedulingQueue:
                 return settings.max_backoff
         return min(duration, settings.max_backoff)
 
-    def _push_backoff(self, entry: QueuedPod) -> None:
+    def _push_backoff(self, entry: QueuedPod, event: str) -> None:
         expiry = entry.last_failure + self.backoff_duration(entry.pod, entry.attempts)
         if expiry <= self.clock():
-            self._push_active(entry)
+            self._push_active(entry, event)
             return
-        self._set_where(entry, "backoff")
+        self._set_where(entry, "backoff", event)
         heapq.heappush(self._backoff, (expiry, next(self._seq), entry.pod.uid))
         self._backoff_changed.set()
 
     def _place(self, entry: QueuedPod) -> None:
         if entry.pod.scheduling_gates:
-            self._set_where(entry, "gated")
+            self._set_where(entry, "gated", POD_ADD)
         elif entry.attempts == 0:
-            self._push_active(entry)
+            self._push_active(entry, POD_ADD)
         else:
-            self._push_backoff(entry)
+            self._push_backoff(entry, POD_ADD)
 
     # -- pod events ----------------------------------------------------------------
     def add(self, pod: PodInfo) -> None:
@@ -146,12 +211,12 @@ class SchedulingQueue:
         changed = requirements_changed(entry.pod, pod)
         entry.pod = pod
         if was_gated and not pod.scheduling_gates:
-            self._push_active(entry)
+            self._push_active(entry, GATES_REMOVED)
         elif entry.where == "unschedulable" and changed:
             # An update to the pod itself may make it fit (UpdatePodToleration, ...).
-            self._push_backoff(entry)
+            self._push_backoff(entry, POD_UPDATE)
         elif not was_gated and pod.scheduling_gates:
-            self._set_where(entry, "gated")
+            self._set_where(entry, "gated", POD_UPDATE)
 
     def delete(self, uid: str) -> None:
         """The pod was deleted, bound elsewhere, or no longer asks for this scheduler."""
@@ -198,7 +263,7 @@ class SchedulingQueue:
         for uid in uids:
             entry = self.entries.get(uid)
             if entry is not None and entry.where == "unschedulable" and GANG in entry.rejected_by:
-                self._push_active(entry)
+                self._push_active(entry, "PodGroupAdd")
 
     def requeue(
         self, entry: QueuedPod, rejected_by: frozenset[str] = frozenset(), error: bool = False
@@ -213,11 +278,11 @@ class SchedulingQueue:
         entry.flushed = False
         entry.last_failure = self.clock()
         if entry.pod.scheduling_gates:
-            self._set_where(entry, "gated")
+            self._set_where(entry, "gated", ATTEMPT_FAILURE)
         elif error or not rejected_by or self.move_request_cycle >= entry.cycle:
-            self._push_backoff(entry)
+            self._push_backoff(entry, ATTEMPT_FAILURE)
         else:
-            self._set_where(entry, "unschedulable")
+            self._set_where(entry, "unschedulable", ATTEMPT_FAILURE)
 
     def park(self, entry: QueuedPod) -> None:
         """A PreEnqueue check turned the pod away: it waits with the gated pods, this pop
@@ -236,19 +301,25 @@ class SchedulingQueue:
         for uid in uids:
             entry = self.entries.get(uid)
             if entry is not None and entry.where in ("unschedulable", "backoff"):
-                self._push_active(entry)
+                self._push_active(entry, "ForceActivate")
 
-    def hint(self, uids: Iterable[str], plugin: str) -> None:
+    def hint(
+        self,
+        uids: Iterable[str],
+        plugin: str,
+        event: ClusterEvent = ClusterEvent.RESOURCE_CLAIM,
+    ) -> None:
         """An event that concerns only these pods (a queueing hint): parked ones go to
-        activeQ, those ``plugin`` rejected in a cycle to backoffQ."""
+        activeQ, those ``plugin`` rejected in a cycle to backoffQ. ``event`` labels the
+        move (a claim's change, DynamicResources' hint, is the one hinted today)."""
         for uid in uids:
             entry = self.entries.get(uid)
             if entry is None:
                 continue
             if entry.where == "gated" and not entry.pod.scheduling_gates:
-                self._push_active(entry)
+                self._push_active(entry, event_label(event))
             elif entry.where == "unschedulable" and plugin in entry.rejected_by:
-                self._push_backoff(entry)
+                self._push_backoff(entry, event_label(event))
 
     def done(self, uid: str) -> None:
         """The pod was bound (or assumed and handed to the binder)."""
@@ -261,9 +332,10 @@ class SchedulingQueue:
         """Move unschedulable pods whose rejecting plugins care about ``event``."""
         self.move_request_cycle = self.scheduling_cycle
         moved = 0
+        label = event_label(event)
         for entry in list(self._unschedulable.values()):
             if any(self.interest.get(p, ClusterEvent(0)) & event for p in entry.rejected_by):
-                self._push_backoff(entry)
+                self._push_backoff(entry, label)
                 moved += 1
         return moved
 
@@ -279,7 +351,7 @@ class SchedulingQueue:
             if expiry > now:
                 return expiry - now
             heapq.heappop(self._backoff)
-            self._push_active(entry)
+            self._push_active(entry, BACKOFF_COMPLETE)
         return None
 
     def flush_unschedulable(self) -> int:
@@ -289,7 +361,7 @@ class SchedulingQueue:
         for entry in list(self._unschedulable.values()):
             if now - entry.last_failure >= self.settings_for(entry.pod).unschedulable_flush:
                 entry.flushed = True
-                self._push_backoff(entry)
+                self._push_backoff(entry, UNSCHEDULABLE_TIMEOUT)
                 moved += 1
         return moved
 

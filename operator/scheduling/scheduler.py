@@ -51,6 +51,7 @@ from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
 from podium.framework.plugin import ClusterEvent, PluginError
 from podium.framework.preemption import evaluate
+from podium.framework.probe import PluginStats
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError, KubeClient, list_pages
@@ -65,7 +66,7 @@ from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
 from podium.scheduling.preemptor import actuate
-from podium.scheduling.queue import QueueSettings, SchedulingQueue
+from podium.scheduling.queue import QueueSettings, SchedulingQueue, event_label
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.scheduling.volume_binder import VolumeBinder
@@ -160,13 +161,16 @@ class PodiumScheduler:
             k.plural: {} for k in (NAMESPACES, PODDISRUPTIONBUDGETS)
         }
         self.pod_groups = PodGroupStore()
-        self.queue = SchedulingQueue()
+        self.queue = SchedulingQueue(metrics=self.metrics)
+        # (plugin, profile) pairs scheduler_unschedulable_pods was last set for.
+        self._rejected_seen: set[tuple[str, str]] = set()
         for profile in self.profiles.values():
             self.queue.profile_settings[profile.scheduler_name] = _queue_settings(profile)
         self.shadow = ShadowRunner()
         self.binds_in_flight = 0  # shadows wait while a live Binding is out
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
+        self.algorithm.plugin_stats = PluginStats()
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -210,16 +214,25 @@ class PodiumScheduler:
 
     # -- watch events ------------------------------------------------------------------
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Node event, timed as scheduler_event_handling_duration_seconds under Go's
+        label (addNodeToCache, updateNodeInCache, deleteNodeFromCache)."""
+        started = time.perf_counter()
+        label = self._handle_node(event_type, body)
+        if label:
+            self.metrics.event_handling.labels(label).observe(time.perf_counter() - started)
+
+    def _handle_node(self, event_type: str | None, body: Mapping[str, Any]) -> str:
+        """Apply a Node event; the event's label, "" for one that changes nothing."""
         meta = body.get("metadata")
         name = str(meta.get("name") or "") if isinstance(meta, Mapping) else ""
         if not name:
-            return
+            return ""
         if event_type == "DELETED":
             orphans = self.cache.remove_node(name)
             for pod in orphans:
                 log.info("assumed_pod_orphaned", pod=pod.name, namespace=pod.namespace, node=name)
             self.queue.on_event(ClusterEvent.NODE_DELETE)
-            return
+            return "NodeDelete"
         node = parse_node(body)
         if node.problems:
             log.warning("node_parse_problems", node=name, reasons=node.problems)
@@ -228,6 +241,9 @@ class PodiumScheduler:
         self.cache.add_node(node)
         if event:
             self.queue.on_event(event)
+        if state is None or state.node is None:
+            return "NodeAdd"
+        return event_label(event) if event else ""
 
     def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         meta = body.get("metadata")
@@ -298,9 +314,15 @@ class PodiumScheduler:
             self._wake_claim(update.claim)
 
     async def _actuate(self, pod: PodInfo, preempting: Coroutine[Any, Any, bool]) -> None:
-        """The evictions; after a refusal, the preemptor is activated (Go's Activate in
-        prepareCandidateAsync), since no victim's deletion may come to move it."""
-        if not await preempting:
+        """The preemption goroutine (prepareCandidateAsync), counted and timed; after a
+        refusal the preemptor is activated, since no victim's deletion may come to move it."""
+        started = time.perf_counter()
+        done = await preempting
+        result = "success" if done else "error"
+        self.metrics.preemption_goroutines.labels(result).inc()
+        seconds = time.perf_counter() - started
+        self.metrics.preemption_execution.labels("pod", result).observe(seconds)
+        if not done:
             self.queue.activate([pod.uid])
 
     def _load_selector_runtime(self) -> None:
@@ -319,9 +341,20 @@ class PodiumScheduler:
         self.queue.hint(list(self.dra.users.get(key, ())), DRA)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Pod event, timed as scheduler_event_handling_duration_seconds under Go's
+        label: Unscheduled or Assigned, Pod, Add, Update or Delete. A pod's binding is
+        counted once, as AssignedPodAdd (Go's informer also reports its
+        UnscheduledPodDelete)."""
+        started = time.perf_counter()
+        label = self._handle_pod(event_type, body)
+        if label:
+            self.metrics.event_handling.labels(label).observe(time.perf_counter() - started)
+
+    def _handle_pod(self, event_type: str | None, body: Mapping[str, Any]) -> str:
+        """Apply a Pod event; its label, "" for a pod this scheduler does not handle."""
         pod = parse_pod(body)
         if not pod.uid:
-            return
+            return ""
         if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
             self.queue.wake(self.pod_groups.member_uids(pod.group_key))
         if pod.resource_claims:
@@ -334,8 +367,9 @@ class PodiumScheduler:
             # another pod's claim on the node (Go skips assumed pods' updates).
             self.nominator.update(pod)
         if event_type == "DELETED" or (pod.bound and pod.terminal):
+            assigned = pod.uid in self.cache.pods
             self._pod_gone(pod.uid)
-            return
+            return "AssignedPodDelete" if assigned else "UnscheduledPodDelete"
         if pod.bound:
             if pod.problem:
                 # Counted with the values that parsed; the API server never stores such a pod.
@@ -351,7 +385,7 @@ class PodiumScheduler:
             self.queue.delete(pod.uid)
             if known is None or known.assumed:
                 self.queue.on_event(ClusterEvent.ASSIGNED_POD_ADD)
-                return
+                return "AssignedPodAdd"
             event = ClusterEvent(0)
             if known.pod.labels != pod.labels:
                 event |= ClusterEvent.ASSIGNED_POD_UPDATE
@@ -359,13 +393,18 @@ class PodiumScheduler:
                 event |= ClusterEvent.ASSIGNED_POD_SCALE_DOWN
             if event:
                 self.queue.on_event(event)
-            return
-        if not self.serves(pod.scheduler_name) or pod.deleting or pod.terminal:
+            return "AssignedPodUpdate"
+        if not self.serves(pod.scheduler_name):
             self.queue.delete(pod.uid)
-            return
+            return ""
+        if pod.deleting or pod.terminal:
+            self.queue.delete(pod.uid)
+            return "UnscheduledPodUpdate"
         if self.cache.is_assumed(pod.uid):
-            return  # a stale unbound copy while our bind is in flight
+            return "UnscheduledPodUpdate"  # a stale unbound copy while our bind is in flight
+        known_pending = pod.uid in self.queue
         self.queue.add(pod)
+        return "UnscheduledPodUpdate" if known_pending else "UnscheduledPodAdd"
 
     def _object_stores(self) -> list[_ObjectStore]:
         """The watched kinds kept by name or namespace/name outside the node and pod cache;
@@ -558,9 +597,37 @@ class PodiumScheduler:
         self.metrics.pending.labels("unschedulable").set(counts["unschedulable"])
         self.metrics.pending.labels("gated").set(counts["gated"])
         self.metrics.cache_nodes.set(len(self.cache.nodes))
+        self._drain_plugin_stats()
         assumed = sum(1 for state in self.cache.pods.values() if state.assumed)
         self.metrics.cache_pods.labels("assumed").set(assumed)
         self.metrics.cache_pods.labels("bound").set(len(self.cache.pods) - assumed)
+        sizes = self.metrics.cache_size
+        sizes.labels("nodes").set(len(self.cache.nodes))
+        sizes.labels("pods").set(len(self.cache.pods))
+        sizes.labels("assumed_pods").set(assumed)
+        entities = self.metrics.queued_entities
+        entities.labels("active", "pod").set(counts["active"] + counts["in_flight"])
+        entities.labels("backoff", "pod").set(counts["backoff"])
+        entities.labels("unschedulable", "pod").set(counts["unschedulable"])
+        entities.labels("gated", "pod").set(counts["gated"])
+        rejections = self.queue.rejections()
+        for key in self._rejected_seen - rejections.keys():  # a plugin no pod waits on now
+            self.metrics.unschedulable_pods.labels(*key).set(0)
+        for key, count in rejections.items():
+            self.metrics.unschedulable_pods.labels(*key).set(count)
+        self._rejected_seen = set(rejections)
+
+    def _drain_plugin_stats(self) -> None:
+        """Move the cycles' per-plugin counts and sampled durations into /metrics."""
+        stats = self.algorithm.plugin_stats
+        if stats is None:
+            return
+        for key, count in stats.evaluations.items():
+            self.metrics.plugin_evaluations.labels(*key).inc(count)
+        for plugin, point, status, seconds in stats.durations:
+            self.metrics.plugin_duration.labels(plugin, point, status).observe(seconds)
+        stats.evaluations.clear()
+        stats.durations.clear()
 
     def schedule_one(self, entry: QueuedPod) -> None:
         pod = entry.pod
@@ -619,6 +686,8 @@ class PodiumScheduler:
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
         elapsed = time.perf_counter() - started
+        if placement.node:  # a failed cycle's algorithm ends after PostFilter, below
+            self.metrics.algorithm_duration.observe(elapsed)
         status = "Success" if placement.node else "Unschedulable"
         points = self.metrics.extension_point
         name = profile.scheduler_name
@@ -633,6 +702,8 @@ class PodiumScheduler:
             freed = self._deallocate(profile, pod)
             diagnosis.post_filter_msg = freed
             if profile.preemption:
+                self.metrics.preemption_attempts.inc()  # DefaultPreemption.PostFilter ran
+                evaluating = time.perf_counter()
                 result = evaluate(
                     profile,
                     self.snapshot,
@@ -646,8 +717,12 @@ class PodiumScheduler:
                     self.pod_groups.groups if self.pod_groups.served else None,
                 )
                 diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
+                status = "Unschedulable" if result.candidate is None else "Success"
+                seconds = time.perf_counter() - evaluating
+                self.metrics.preemption_evaluation.labels("pod", status).observe(seconds)
                 nominating = result.nominating
                 if result.candidate is not None and not profile.dry_run:
+                    self.metrics.preemption_victims.observe(len(result.candidate.victims))
                     node = result.candidate.node
                     lower = self.nominator.lower_priority_on(node, pod.priority)
                     for other in lower:
@@ -666,6 +741,7 @@ class PodiumScheduler:
                             ),
                         )
                     )
+            self.metrics.algorithm_duration.observe(time.perf_counter() - started)
             reasons = sorted(diagnosis.reasons)
             self.fail(
                 entry,
@@ -861,6 +937,7 @@ class PodiumScheduler:
             total = time.perf_counter() - started
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
+            self.metrics.pod_attempts.observe(entry.attempts)
             if entry.first_attempt:
                 attempts = "15+" if entry.attempts >= 15 else str(entry.attempts)
                 waited = self.queue.clock() - entry.first_attempt
