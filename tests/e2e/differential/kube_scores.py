@@ -32,10 +32,19 @@ HINT = "OpportunisticBatch provided node hint"
 NODE_ADDED = "Add event for node"
 NODE_DELETED = "Delete event for node"
 POD_ADDED = "Add event for scheduled pod"
+POD_QUEUED = "Add event for unscheduled pod"
 POD_UPDATED = "Update event for scheduled pod"
 POD_DELETED = "Delete event for scheduled pod"
 GROUP_SCHEDULED = "Successfully scheduled a pod group"
-_EVENTS = (NODE_ADDED, NODE_DELETED, POD_ADDED, POD_UPDATED, POD_DELETED, GROUP_SCHEDULED)
+_EVENTS = (
+    NODE_ADDED,
+    NODE_DELETED,
+    POD_ADDED,
+    POD_QUEUED,
+    POD_UPDATED,
+    POD_DELETED,
+    GROUP_SCHEDULED,
+)
 _LINE = re.compile(
     '"(?P<msg>'
     + "|".join(re.escape(m) for m in (ATTEMPT, SCORE, BOUND, HINT, *_EVENTS))

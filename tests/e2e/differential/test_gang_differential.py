@@ -206,6 +206,18 @@ async def _run(
                 await _add_members(
                     api, namespace, scenario, prefix, scheduler, scenario.members, scenario.late
                 )
+                if scenario.group_missing and scheduler == kube_name:
+                    # kube-scheduler's PodGroup and Pod informers deliver in no set order:
+                    # without this wait its group cycle can start before the late members
+                    # are queued, and place fewer of them.
+                    first, last = scenario.members, scenario.members + scenario.late
+                    await kube_log.wait_events(
+                        [
+                            (kube_scores.POD_QUEUED, f"{namespace}/{prefix}-m{i}")
+                            for i in range(first, last)
+                        ],
+                        after=mark,
+                    )
                 if scenario.group_missing:
                     await create_group(
                         api, namespace, pod_group(f"{prefix}-g", scenario.min_count, key)
