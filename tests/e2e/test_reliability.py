@@ -1067,19 +1067,26 @@ async def _churn(
         await core.delete_namespaced_service(f"s{n}", namespace)
         await core.delete_node(f"{namespace}-x{n}")
 
-    while time.monotonic() - started < duration:
-        tick = time.monotonic()
-        await make(serial)
-        created.append((tick, serial))
-        serial += 1
-        while created and tick - created[0][0] > 10:
-            await drop(created.pop(0)[1])
-        if tick >= next_sample:
-            text = await proc.metrics()
-            active = metric(text, "scheduler_pending_pods", 'queue="active"')
-            samples.append((tick - started, rss_bytes(proc.process.pid), active))
-            next_sample = tick + 5
-        await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    try:
+        while time.monotonic() - started < duration:
+            tick = time.monotonic()
+            await make(serial)
+            created.append((tick, serial))
+            serial += 1
+            while created and tick - created[0][0] > 10:
+                await drop(created.pop(0)[1])
+            if tick >= next_sample:
+                text = await proc.metrics()
+                active = metric(text, "scheduler_pending_pods", 'queue="active"')
+                samples.append((tick - started, rss_bytes(proc.process.pid), active))
+                next_sample = tick + 5
+            await asyncio.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+    finally:
+        # Nodes are cluster-scoped: the last ones must not outlive the test (the rest of
+        # the last 10 s goes with the namespace).
+        for _, n in created:
+            with contextlib.suppress(client.ApiException):
+                await core.delete_node(f"{namespace}-x{n}")
     return {"samples": samples, "created": serial * (per_second + 3)}
 
 
