@@ -183,6 +183,33 @@ async def preempt_victim(
     return True
 
 
+async def _preempt_all(
+    client: KubeClient,
+    victims: Iterable[PodInfo],
+    preemptor: Preemptor,
+    node: str,
+    scheduler_name: str,
+    instance: str,
+    pdbs: Iterable[Pdb],
+) -> bool:
+    """Preempt each victim not already being deleted; the first refusal stops the rest
+    and makes it False, so that the caller activates the preemptor (no deletion event
+    may come to move it)."""
+    budgets = list(pdbs)
+    for victim in victims:
+        if victim.deleting:
+            continue  # graceful deletion has started already
+        covered = any(pdb.matches(victim) for pdb in budgets)
+        try:
+            await preempt_victim(client, victim, preemptor, node, scheduler_name, instance, covered)
+        except Exception as exc:
+            log.warning(
+                "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
+            )
+            return False
+    return True
+
+
 async def actuate(
     client: KubeClient,
     preemptor: PodInfo,
@@ -193,31 +220,18 @@ async def actuate(
     lower_nominated: Iterable[PodInfo] = (),
 ) -> bool:
     """prepareCandidateAsync: clear lower-priority nominations on the node, then preempt the
-    victims; the first refusal stops the rest. Returns False after a refusal: the caller
-    activates the preemptor, since no deletion event may come to move it."""
+    victims (``_preempt_all``)."""
     for pod in lower_nominated:
         await set_nominated_node(client, pod, "")
-    budgets = list(pdbs)
-    for victim in candidate.victims:
-        if victim.deleting:
-            continue  # graceful deletion has started already
-        covered = any(pdb.matches(victim) for pdb in budgets)
-        try:
-            await preempt_victim(
-                client,
-                victim,
-                _preemptor(preemptor),
-                candidate.node,
-                scheduler_name,
-                instance,
-                covered,
-            )
-        except Exception as exc:
-            log.warning(
-                "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
-            )
-            return False
-    return True
+    return await _preempt_all(
+        client,
+        candidate.victims,
+        _preemptor(preemptor),
+        candidate.node,
+        scheduler_name,
+        instance,
+        pdbs,
+    )
 
 
 async def actuate_group(
@@ -228,21 +242,6 @@ async def actuate_group(
     instance: str,
     pdbs: Iterable[Pdb] = (),
 ) -> bool:
-    """actuatePodGroupPreemption: preempt every victim for the group (Go's node "cluster").
-    False after a refusal, as ``actuate``."""
-    budgets = list(pdbs)
+    """actuatePodGroupPreemption: preempt every victim for the group (Go's node "cluster")."""
     preemptor = Preemptor("PodGroup", "podgroup", group.namespace, group.name, group.uid)
-    for victim in victims:
-        if victim.deleting:
-            continue
-        covered = any(pdb.matches(victim) for pdb in budgets)
-        try:
-            await preempt_victim(
-                client, victim, preemptor, "cluster", scheduler_name, instance, covered
-            )
-        except Exception as exc:
-            log.warning(
-                "preempt_failed", preemptor=preemptor.key, victim=victim.key, error=str(exc)
-            )
-            return False
-    return True
+    return await _preempt_all(client, victims, preemptor, "cluster", scheduler_name, instance, pdbs)
