@@ -17,7 +17,8 @@ plugin (pkg/scheduler/framework/preemption, plugins/defaultpreemption):
   priority, lowest priority sum, fewest victims, latest start time of the
   highest-priority victims, then the first candidate;
 
-Pure: it decides, and ``podium.scheduling.preemptor`` carries the decision out. Pods
+Pure: it decides; the DefaultPreemption plugin (``podium.algorithms.default_preemption``)
+counts it and carries it out, and the offline tools read its message. Pods
 nominated by earlier preemptions hold their room on their node for pods of
 lower priority (``podium.scheduling.nominator``, ``podium.framework.cycle.filter_with_nominated``).
 """
@@ -59,7 +60,6 @@ __all__ = [
     "evaluate",
     "filter_victims_with_pdb_violation",
     "pick_one_node",
-    "post_filter",
     "select_victims_on_node",
 ]
 
@@ -344,16 +344,3 @@ def evaluate(
         f"preempting {len(best.victims)} victims"
     )
     return PreemptionResult(message, best, best.node, statuses, candidates)
-
-
-def post_filter(
-    profile: Profile,
-    snapshot: Snapshot,
-    pod: PodInfo,
-    diagnosis: Diagnosis,
-    rng: random.Random | None = None,
-    pdbs: Iterable[Pdb] = (),
-    nominated: Nominated | None = None,
-) -> str:
-    """The "preemption: ..." suffix of the FailedScheduling message (a dry run)."""
-    return evaluate(profile, snapshot, pod, diagnosis, rng, pdbs, nominated).message

@@ -13,7 +13,7 @@ from podium.scheduling.scheduler import PodiumScheduler
 
 @pytest.mark.parametrize(("allowed", "expected"), [(True, True), (False, False)])
 def test_the_run_switch_is_a_ceiling_over_every_profile(allowed: bool, expected: bool) -> None:
-    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    binder = cast(Binder, type("NoBinder", (), {"client": None, "instance": ""})())
     scheduler = PodiumScheduler(binder, {"podium": default_profile("podium")}, preemption=allowed)
     scheduler.set_profile(build_profile({"schedulerName": "podium"}, policy="mine"))
     scheduler.set_profile(build_profile({"schedulerName": "batch"}, policy="batch"))

@@ -43,13 +43,15 @@ from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import PodInfo, parse_node, parse_pod
 from podium.policy import build_profile
 from podium.state.snapshot import build_snapshot
+from tests.e2e.differential.kube_scores import NODE_ADDED, NODE_DELETED, KubeLog
+from tests.e2e.differential.podium_cache import cached, holds
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 KUBE, PODIUM = "preempt-kube", "preempt-podium"
 PREEMPTOR = "preemptor"
-SETTLE = 0.4
-# The nomination reaches the scheduler as a watch event after the write returns.
+# A nominated pod is moved back to the active queue and tried again by its scheduler: the
+# seconds that retry is given to end before the preemptor arrives.
 NOMINATION_SETTLE = 1.0
 _PLACEMENT = re.compile(r"(found a potential placement for pod on node )\S+(, preempting)")
 
@@ -371,10 +373,37 @@ def _nominated_condition(seen: list[Any]) -> dict[str, str]:
     return {}
 
 
+@dataclass
+class Watchers:
+    """What tells the harness that a scheduler's cache holds a case's nodes: kube-scheduler's
+    -v=10 log and Podium's /metrics, with the node count Podium started with."""
+
+    kube_log: KubeLog
+    podium: Any
+    base_nodes: int
+
+    async def nodes_seen(self, scheduler: str, names: list[str], mark: int, added: bool) -> None:
+        if scheduler == KUBE:
+            event = NODE_ADDED if added else NODE_DELETED
+            await self.kube_log.wait_events(((event, n) for n in names), mark, 30)
+        else:
+            await holds(self.podium, {"nodes": self.base_nodes + (len(names) if added else 0)})
+
+
 async def _run_one(
-    api: ApiClient, core: client.CoreV1Api, namespace: str, case: Case, scheduler: str
+    api: ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    case: Case,
+    scheduler: str,
+    watchers: Watchers,
 ) -> Outcome:
+    """One case on one scheduler. It decides once its cache holds the case's nodes; the
+    pods, their status writes and nominations reach it in the one pod stream, in order,
+    before the preemptor. A nominated pod is first retried by its scheduler, which the
+    settle period after a nomination leaves time for."""
     names = [n["metadata"]["name"] for n in case.nodes]
+    mark = watchers.kube_log.mark()
     await create_nodes(api, case.nodes)
     try:
         for pod in case.pods:
@@ -387,7 +416,9 @@ async def _run_one(
             await core.create_namespaced_pod(namespace, cast(Any, body))
         for name, node in case.nominations.items():
             await _nominate(core, namespace, name, node)
-        await asyncio.sleep(SETTLE if not case.nominations else NOMINATION_SETTLE)
+        await watchers.nodes_seen(scheduler, names, mark, added=True)
+        if case.nominations:
+            await asyncio.sleep(NOMINATION_SETTLE)
         listed = await core.list_namespaced_pod(namespace, _preload_content=False)
         since = (await listed.json())["metadata"]["resourceVersion"]
         seen: list[Any] = []
@@ -410,8 +441,9 @@ async def _run_one(
     finally:
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         await wait_for(lambda: _empty(core, namespace), timeout=30, message="pods gone")
+        gone = watchers.kube_log.mark()
         await delete_nodes(api, names)
-        await asyncio.sleep(SETTLE)
+        await watchers.nodes_seen(scheduler, names, gone, added=False)
 
 
 async def _nominate(core: client.CoreV1Api, namespace: str, name: str, node: str) -> None:
@@ -458,8 +490,9 @@ async def test_preemption_agrees_with_kube_scheduler(
     tmp_path: Path,
 ) -> None:
     core = client.CoreV1Api(api_client)
-    await kube_scheduler(KUBE, percentage_of_nodes_to_score=100)
-    await podium("--scheduler-name", PODIUM)
+    kube_process = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
+    proc = await podium("--scheduler-name", PODIUM)
+    watchers = Watchers(KubeLog(kube_process.log_path), proc, await cached(proc, "nodes"))
     count = max(10, int(pytestconfig.getoption("--scenarios")) // 5)
     results = []
     cases = [generate(seed, prefix=f"{namespace[:20]}-p{seed}") for seed in range(count)]
@@ -467,8 +500,8 @@ async def test_preemption_agrees_with_kube_scheduler(
     for case in cases:
         seed = case.seed if case.seed >= 0 else case.label
         view = _dry_run(case)
-        kube = await _run_one(api_client, core, namespace, case, KUBE)
-        mine = await _run_one(api_client, core, namespace, case, PODIUM)
+        kube = await _run_one(api_client, core, namespace, case, KUBE, watchers)
+        mine = await _run_one(api_client, core, namespace, case, PODIUM, watchers)
         result: dict[str, Any] = {
             "seed": seed,
             "kube": kube.__dict__,

@@ -1,8 +1,8 @@
-"""Carrying out a preemption: mark and delete (or evict) the victims.
+"""DefaultPreemption's Executor: mark and delete (or evict) the victims.
 
 The decision itself is ``podium.framework.preemption`` (pure); this module makes the
-API calls, each with a "Preempted" Event, as kube-scheduler's Evaluator does. The
-preemptor's own nomination is not written here: it goes with its PodScheduled
+API calls, each with a "Preempted" Event, as kube-scheduler's ``preemption.Executor``
+does. The preemptor's own nomination is not written here: it goes with its PodScheduled
 condition in one status write (``Binder.set_condition``), as handleSchedulingFailure does.
 """
 
@@ -15,8 +15,9 @@ from datetime import UTC, datetime
 
 import structlog
 
+from podium.framework.extension import ApiClient
 from podium.framework.preemption import DISRUPTION_TARGET, PREEMPTION_BY_SCHEDULER, Candidate
-from podium.kube.client import ApiError, KubeClient
+from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
 from podium.kube.pdb import Pdb
 from podium.state.podgroups import WORKLOAD_API, PodGroup
@@ -25,7 +26,7 @@ WORKLOAD_GROUP_VERSION = WORKLOAD_API.removeprefix("/apis/")
 
 __all__ = ["actuate", "actuate_group", "preempt_victim", "set_nominated_node"]
 
-log = structlog.get_logger("podium.scheduling.preemptor")
+log = structlog.get_logger("podium.algorithms.default_preemption")
 
 
 def _now() -> str:
@@ -36,7 +37,7 @@ def _pod_path(pod: PodInfo) -> str:
     return f"/api/v1/namespaces/{pod.namespace}/pods/{pod.name}"
 
 
-async def set_nominated_node(client: KubeClient, pod: PodInfo, node: str) -> None:
+async def set_nominated_node(client: ApiClient, pod: PodInfo, node: str) -> None:
     """PATCH pods/status nominatedNodeName ("" clears it)."""
     body = {"metadata": {"uid": pod.uid}, "status": {"nominatedNodeName": node or None}}
     try:
@@ -66,7 +67,7 @@ def _preemptor(pod: PodInfo) -> Preemptor:
 
 
 async def _preempted_event(
-    client: KubeClient,
+    client: ApiClient,
     instance: str,
     victim: PodInfo,
     preemptor: Preemptor,
@@ -116,7 +117,7 @@ def _has_condition(pod: PodInfo, condition: dict[str, str]) -> bool:
 
 
 async def preempt_victim(
-    client: KubeClient,
+    client: ApiClient,
     victim: PodInfo,
     preemptor: Preemptor,
     node: str,
@@ -184,7 +185,7 @@ async def preempt_victim(
 
 
 async def _preempt_all(
-    client: KubeClient,
+    client: ApiClient,
     victims: Iterable[PodInfo],
     preemptor: Preemptor,
     node: str,
@@ -211,7 +212,7 @@ async def _preempt_all(
 
 
 async def actuate(
-    client: KubeClient,
+    client: ApiClient,
     preemptor: PodInfo,
     candidate: Candidate,
     scheduler_name: str,
@@ -235,7 +236,7 @@ async def actuate(
 
 
 async def actuate_group(
-    client: KubeClient,
+    client: ApiClient,
     group: PodGroup,
     victims: Iterable[PodInfo],
     scheduler_name: str,
