@@ -15,8 +15,9 @@ kube-scheduler's volumebinding plugin, minus CSIStorageCapacity:
 - Score (StorageCapacityScoring's shape, default least utilised first):
   how full the chosen static PVs would be.
 
-The chosen PVs for the selected node are bound in PreBind by
-``podium.scheduling.volume_binder``, which recomputes them with ``find_pod_volumes``.
+- Reserve (``plan_volumes``, AssumePodVolumes), PreBindPreFlight, PreBind and
+  Unreserve: the chosen node's PVs, recomputed with ``find_pod_volumes``, are assumed,
+  then written by ``podium.algorithms.volume_binder`` before the Binding.
 """
 
 from __future__ import annotations
@@ -26,7 +27,18 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import structlog
 
+from podium.algorithms.volume_binder import VolumeBinder, VolumePlan
+from podium.framework import signers
+from podium.framework.extension import (
+    ALLOW,
+    SKIP,
+    Handle,
+    PreBindPlugin,
+    ReservePlugin,
+    Status,
+)
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -37,6 +49,7 @@ from podium.framework.plugin import (
     PreFilterResult,
     Rejection,
     ScorePlugin,
+    SignFragments,
 )
 from podium.framework.profile import Profile
 from podium.framework.registry import register
@@ -239,14 +252,22 @@ def _broken_linear(shape: Sequence[tuple[int, int]], utilization: int) -> int:
     return shape[-1][1] * scale
 
 
+log = structlog.get_logger("podium.algorithms.volume_binding")
+
+
 @register
-class VolumeBinding(FilterPlugin, ScorePlugin):
+class VolumeBinding(FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
     name = "VolumeBinding"
     description = (
         "Checks bound PVs' node affinity and finds PVs to bind for WaitForFirstConsumer claims."
     )
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_LABEL | ClusterEvent.VOLUME
     default_weight = 1
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """VolumeBinding.SignPod: the volumes but configMaps and secrets."""
+        pod = cycle.pod
+        return {signers.VOLUMES: signers.volumes_signer(pod)}
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -255,6 +276,8 @@ class VolumeBinding(FilterPlugin, ScorePlugin):
             raise ValueError(f"bindTimeoutSeconds must be a non-negative integer, got {timeout!r}")
         self.bind_timeout = float(timeout)
         self.shape = _shape(self.args)
+        # Reserve's plan per pod (Go's CycleState), until PreBind writes it or Unreserve.
+        self._plans: dict[str, VolumePlan] = {}
 
     def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
         claims = pod_volume_claims(cycle.snapshot.volumes, cycle.pod)
@@ -318,22 +341,41 @@ class VolumeBinding(FilterPlugin, ScorePlugin):
             out[position] = round(sum(scores) / len(scores))
         return out
 
+    def reserve(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        """Reserve: AssumePodVolumes, so later cycles see the chosen PVs as taken."""
+        if not pod_claims(pod):
+            return ALLOW
+        snapshot = handle.snapshot
+        plan = plan_volumes(snapshot.volumes, pod, snapshot.nodes[snapshot.index[node]])
+        if not plan.empty:
+            VolumeBinder(handle.client, snapshot.volumes).assume(plan)
+            self._plans[pod.uid] = plan
+        return ALLOW
 
-@dataclass(slots=True)
-class VolumePlan:
-    """What PreBind must write for one pod on one node (Reserve's podVolumes)."""
+    def unreserve(self, handle: Handle, pod: PodInfo, node: str) -> None:
+        """Unreserve: RevertAssumedPodVolumes, for a plan PreBind has not taken."""
+        plan = self._plans.pop(pod.uid, None)
+        if plan is not None:
+            VolumeBinder(handle.client, handle.snapshot.volumes).revert(plan)
 
-    static: list[tuple[PersistentVolumeClaim, PersistentVolume]] = field(default_factory=list)
-    provision: list[PersistentVolumeClaim] = field(default_factory=list)
+    def pre_bind_pre_flight(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        """Skip when every claim is bound already."""
+        return ALLOW if pod.uid in self._plans else SKIP
 
-    @property
-    def empty(self) -> bool:
-        return not self.static and not self.provision
-
-    @property
-    def pre_flight(self) -> bool:
-        """PreBindPreFlight: PreBind works (Success) unless every claim is bound (Skip)."""
-        return not self.empty
+    async def pre_bind(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        """PreBind: BindPodVolumes, waiting ``bindTimeoutSeconds`` for the claims to be
+        bound; the assumptions are dropped whatever happens."""
+        plan = self._plans.pop(pod.uid, None)
+        if plan is None:
+            return ALLOW
+        binder = VolumeBinder(handle.client, handle.snapshot.volumes)
+        try:
+            why = await binder.bind(pod, node, plan, self.bind_timeout)
+        except Exception as exc:  # the reservation must be resolved whatever happens
+            log.exception("volume_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
+            binder.revert(plan)
+            why = f"binding volumes: {exc}"
+        return Status("Error", why, worded=True) if why else ALLOW
 
 
 def volume_binding(profile: Profile) -> VolumeBinding | None:

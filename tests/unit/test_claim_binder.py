@@ -1,5 +1,6 @@
 """PreBind and Unreserve for DynamicResources against a fake API: what is written, in
-which order, and what a failure leaves behind."""
+which order, and what a failure leaves behind (the reason, which the framework runner
+prefixes with the plugin's name)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,10 @@ from typing import Any, cast
 
 import pytest
 
-from podium.algorithms.dynamic_resources.plugin import ClaimPlan
+from podium.algorithms.dynamic_resources.claim_binder import ClaimBinder, ClaimPlan
 from podium.kube.client import ApiError, KubeClient
 from podium.kube.manifests import make_pod
 from podium.kube.objects import parse_pod
-from podium.scheduling.claim_binder import ClaimBinder
 from podium.state.dra import FINALIZER, DraStore, parse_claim
 
 PATH = "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/c"
@@ -115,15 +115,14 @@ def _binder(api: FakeApi) -> tuple[ClaimBinder, DraStore, list[str]]:
             False,
             {2: 500},
             [("PUT", PATH), ("PUT", PATH + "/status")],
-            'running PreBind plugin "DynamicResources": add allocation and reservation to '
-            "claim ns/c: scripted 500",
+            "add allocation and reservation to claim ns/c: scripted 500",
             id="status-write-fails",
         ),
         pytest.param(
             False,
             {1: 403},
             [("PUT", PATH)],
-            'running PreBind plugin "DynamicResources": add finalizer to claim ns/c: scripted 403',
+            "add finalizer to claim ns/c: scripted 403",
             id="finalizer-write-fails",
         ),
     ],
@@ -248,8 +247,7 @@ def _device_status(**conditions: str) -> list[dict[str, Any]]:
             None,
             5.0,
             "",
-            'running PreBind plugin "DynamicResources": device binding failed: claim=c, '
-            'reason=Driver, message="boom"',
+            'device binding failed: claim=c, reason=Driver, message="boom"',
             id="failure-condition",
         ),
         pytest.param(
@@ -257,8 +255,7 @@ def _device_status(**conditions: str) -> list[dict[str, Any]]:
             _device_status(Failed="True"),
             5.0,
             "",
-            'running PreBind plugin "DynamicResources": device binding failed: claim=c, '
-            'reason=Driver, message="boom"',
+            'device binding failed: claim=c, reason=Driver, message="boom"',
             id="failure-reported-later",
         ),
         pytest.param(
@@ -266,8 +263,7 @@ def _device_status(**conditions: str) -> list[dict[str, Any]]:
             None,
             0.05,
             "",
-            'running PreBind plugin "DynamicResources": device binding timeout: '
-            "context deadline exceeded",
+            "device binding timeout: context deadline exceeded",
             id="never-reported-poll-deadline",
         ),
         pytest.param(
@@ -275,7 +271,7 @@ def _device_status(**conditions: str) -> list[dict[str, Any]]:
             None,
             5.0,
             "2020-01-01T00:00:00Z",
-            'running PreBind plugin "DynamicResources": device binding timeout: claim=c',
+            "device binding timeout: claim=c",
             id="allocation-older-than-timeout",
         ),
     ],
@@ -329,3 +325,96 @@ def test_prebind_without_binding_conditions_does_not_wait() -> None:
     plan = ClaimPlan([(claim, None)], claims=[claim])
     assert asyncio.run(binder.bind(_pod(), "n1", plan, 1.0)) == ""
     assert PENDING not in notes
+
+
+@pytest.mark.parametrize("applied", [True, False], ids=["applied", "not-applied"])
+def test_a_status_write_whose_answer_is_lost_is_settled_by_a_re_read(applied: bool) -> None:
+    """The connection breaks on the allocation write: the claim is read again (the first
+    read fails too) before the attempt fails. Applied, the store holds the allocation once
+    the in-flight one is dropped, so the device stays taken; not applied, it is free."""
+    api = FakeApi(_claim())
+    binder, store, _ = _binder(api)
+    pod = _pod()
+    plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))])
+    binder.assume(pod, plan)
+    put, get = api.request, api.get
+    reads: list[str] = []
+
+    async def lost(method: str, path: str, body: Any = None) -> Any:
+        if path.endswith("/status"):
+            if applied:
+                await put(method, path, body)
+            raise ConnectionResetError("the API server closed the connection")
+        return await put(method, path, body)
+
+    async def flaky_get(path: str) -> Any:
+        reads.append(path)
+        if len(reads) == 1:
+            raise ConnectionRefusedError("connect call failed")
+        return await get(path)
+
+    api.request = lost  # type: ignore[method-assign]
+    api.get = flaky_get  # type: ignore[method-assign]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr("podium.algorithms.dynamic_resources.claim_binder.SETTLE_BACKOFF", 0.0)
+        why = asyncio.run(binder.bind(pod, "n1", plan, 600.0))
+    assert why == (
+        "add allocation and reservation to claim ns/c: the API server closed the connection"
+    )
+    assert reads == [PATH, PATH]
+    assert not store.in_flight
+    held = store.claims["ns/c"].allocation
+    assert (held is not None) == applied
+    if applied:
+        assert api.claim["status"]["reservedFor"] == [], "Unreserve took the pod out"
+        assert api.claim["status"]["allocation"]["devices"] == ALLOCATION["devices"]
+
+
+@pytest.mark.parametrize("concurrent", [False, True], ids=["one-after-the-other", "at-once"])
+def test_members_sharing_an_allocation_write_it_once_and_both_reserve(concurrent: bool) -> None:
+    """Two members of one pod-group cycle share the claim's in-flight allocation: the
+    first write allocates, the other only adds itself to reservedFor (also after a
+    conflict with the first), and nothing stays in flight."""
+    api = FakeApi(_claim())
+    binder, store, _ = _binder(api)
+    group: dict[str, set[str]] = {}
+    pods, plans = [], []
+    for name in ("a", "b"):
+        body = make_pod(name)
+        body["metadata"].update(namespace="ns", uid=f"u{name}")
+        pod = parse_pod(body)
+        plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))], group=group)
+        binder.assume(pod, plan)
+        pods.append(pod)
+        plans.append(plan)
+    assert group == {"cu": {"ua", "ub"}} and store.in_flight["cu"].pods == {"ua", "ub"}
+
+    async def bind_all() -> list[str]:
+        if concurrent:
+            return list(
+                await asyncio.gather(
+                    *(binder.bind(p, "n1", q, 600.0) for p, q in zip(pods, plans, strict=True))
+                )
+            )
+        return [await binder.bind(p, "n1", q, 600.0) for p, q in zip(pods, plans, strict=True)]
+
+    assert asyncio.run(bind_all()) == ["", ""]
+    status = api.claim["status"]
+    assert [r["uid"] for r in status["reservedFor"]] == ["ua", "ub"]
+    assert status["allocation"]["devices"] == ALLOCATION["devices"]
+    assert not store.in_flight and group == {}
+
+
+def test_an_unshared_plan_still_fails_on_a_claim_allocated_meanwhile() -> None:
+    """Only members sharing the allocation in flight take a written claim as theirs."""
+    api = FakeApi(_claim())
+    binder, store, _ = _binder(api)
+    plan = ClaimPlan([(store.claims["ns/c"], copy.deepcopy(ALLOCATION))], group={"cu": {"pu"}})
+    binder.assume(_pod(), plan)
+    store.apply(
+        "resourceclaims",
+        "MODIFIED",
+        {**_claim(True), "metadata": {**_claim(True)["metadata"], "resourceVersion": "2"}},
+    )
+    why = asyncio.run(binder.bind(_pod(), "n1", plan, 600.0))
+    assert why.endswith("claim ns/c got allocated elsewhere in the meantime")

@@ -409,7 +409,7 @@ def test_first_available_score(
             None,
             "ADDED",
             {"spec": {}},
-            DraUpdate(claim="ns/x"),
+            DraUpdate(changed="ns/x"),
             id="claim-created",
         ),
         pytest.param(
@@ -417,7 +417,7 @@ def test_first_available_score(
             {"status": {"allocation": {}}},
             "MODIFIED",
             {},
-            DraUpdate(freed=True, claim="ns/x"),
+            DraUpdate(freed=True, changed="ns/x"),
             id="claim-deallocated",
         ),
         pytest.param(

@@ -1,13 +1,17 @@
 """DynamicResources: a pod with ResourceClaims goes only where its claims can be allocated.
 
-kube-scheduler v1.37.2's ``dynamicresources`` plugin, without pod groups or
-DRA-backed extended resources:
+kube-scheduler v1.37.2's ``dynamicresources`` plugin; its DRA-backed extended
+resources are in ``extended`` (the pod's extra claim, last), and the devices of a pod
+group's members are held from one member to the next by ``group``:
 
 - PreEnqueue (``pre_enqueue``): the pod waits, with no cycle, Event or
   condition, until every claim it names exists (``ResourceClaim not created
   yet`` while a template's claim has no name in the pod's status).
 - PreFilter: a claim being deleted, not owned by the pod (template claims), or
-  in flight for another pod rejects the pod; so does a request whose DeviceClass
+  in flight for another pod rejects the pod, unless an earlier member of the same
+  pod-group cycle allocated it in flight: the pod then takes that allocation as it
+  is (``GROUP_PENDING``, Go's ``pendingAllocations``) and must go where it is
+  reachable; so does a request whose DeviceClass
   does not exist. Allocated claims pin the pod to their node selector; an
   allocated claim whose device reports a binding failure condition, or whose
   binding conditions are still unmet ``bindingTimeoutSeconds`` after its
@@ -19,15 +23,18 @@ DRA-backed extended resources:
   a search longer than ``filterTimeoutSeconds`` (``node N: timed out trying to
   allocate devices``, Go's DRASchedulerFilterTimeout).
 - PostFilter (``stale_claim``): an allocated claim some node could not use and no
-  other pod reserves is deallocated, so the next attempt can allocate it afresh.
+  other pod reserves is deallocated, so the next attempt can allocate it afresh; it
+  runs before DefaultPreemption's.
 - Score: 8 minus the index of each chosen ``firstAvailable`` subrequest, summed,
   normalized, weight 2.
 
-Reserve and PreBind (writing the allocation and ``reservedFor``, then waiting for
-binding conditions) are in ``podium.scheduling.claim_binder``; ``plan_claims``
-gives them the chosen node's allocations, from the Filter's memo when the cycle
-just computed them; ``binding_ready`` and ``binding_timed_out`` are the checks
-PreFilter and PreBind share.
+Reserve, PreBind and Unreserve (writing the allocation and ``reservedFor``, then
+waiting for binding conditions) are the plugin's own points, carried out by
+``claim_binder``; ``plan_claims`` gives them the chosen node's allocations, from the
+Filter's memo when the cycle just computed them; ``binding_ready`` and
+``binding_timed_out`` (in ``claim_binder``) are the checks PreFilter and PreBind share.
+The plugin also loads the CEL runtime in a worker thread when the first device or
+class arrives (``warm_up``).
 
 Arguments (``spec.pluginArgs.dynamicResources``, Go's DynamicResourcesArgs):
 ``bindingTimeoutSeconds`` (default 600, at least 1) and ``filterTimeoutSeconds``
@@ -41,15 +48,50 @@ import json
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 import numpy as np
+import structlog
 
 from podium.algorithms.dynamic_resources.allocator import (
     AllocationError,
     AllocationTimeout,
     Allocator,
+)
+from podium.algorithms.dynamic_resources.cel import load_runtime
+from podium.algorithms.dynamic_resources.claim_binder import (
+    ClaimBinder,
+    ClaimPlan,
+    ExtendedPlan,
+    binding_ready,
+    binding_timed_out,
+)
+from podium.algorithms.dynamic_resources.extended import (
+    DELETED,
+    Extended,
+    NodeExtended,
+    for_node,
+    is_dra_extended_name,
+    is_extended_claim,
+    pod_extended,
+    uses_dra,
+)
+from podium.framework.extension import (
+    ALLOW,
+    REJECTED,
+    SKIP,
+    FailedCycle,
+    Handle,
+    PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
+    PreBindPlugin,
+    PreEnqueuePlugin,
+    QueueingHintPlugin,
+    ReservePlugin,
+    Status,
+    Undo,
+    WarmUpPlugin,
 )
 from podium.framework.plugin import (
     ClusterEvent,
@@ -61,21 +103,24 @@ from podium.framework.plugin import (
     PreFilterResult,
     Rejection,
     ScorePlugin,
+    SignFragments,
     default_normalize,
 )
 from podium.framework.profile import Profile
 from podium.framework.registry import register
 from podium.kube.labels import NodeTerm, parse_node_terms
 from podium.kube.objects import NodeInfo, PodInfo
-from podium.state.dra import CachedAllocation, Claim, DraStore
+from podium.state.dra import CachedAllocation, Claim, DraStore, parse_claim
 
 __all__ = [
     "CANNOT_ALLOCATE",
     "DEALLOCATED",
+    "GROUP_PENDING",
     "NAME",
     "NOT_AVAILABLE",
     "ClaimPlan",
     "DynamicResources",
+    "ExtendedPlan",
     "PodClaims",
     "binding_ready",
     "binding_timed_out",
@@ -87,9 +132,13 @@ __all__ = [
 ]
 
 NAME = "DynamicResources"
+log = structlog.get_logger("podium.algorithms.dynamic_resources")
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
 DEALLOCATED = "deallocation of ResourceClaim completed"
+# Cycle.group's key for the claims members of the cycle allocated in flight: claim uid ->
+# the members sharing that allocation (Go's podGroupStateData.pendingAllocations).
+GROUP_PENDING = "DynamicResources/pendingAllocations"
 # resourceapi.FirstAvailableDeviceRequestMaxSize
 FIRST_AVAILABLE_MAX = 8
 # config.DynamicResourcesBindingTimeoutDefault and DynamicResourcesFilterTimeoutDefault.
@@ -187,74 +236,6 @@ def _node_terms(allocation: Mapping[str, Any]) -> tuple[NodeTerm, ...] | None:
     return parse_node_terms(selector.get("nodeSelectorTerms"))
 
 
-def _timestamp(value: object) -> float | None:
-    if not isinstance(value, str) or not value:
-        return None
-    try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
-def _go_quote(text: str) -> str:
-    """Go's %q for the texts conditions carry."""
-    return json.dumps(text, ensure_ascii=False)
-
-
-def binding_ready(claim: Claim) -> bool | str:
-    """isClaimReadyForBinding: True once every binding condition of every allocated
-    device is True in ``status.devices`` (also when there are none), False while one is
-    not yet, and Go's ErrDeviceBindingFailed text when a failure condition is True."""
-    allocation = claim.allocation
-    if allocation is None:
-        return False
-    devices = _list(claim.status.get("devices"))
-    for result in _list(_dict(allocation.get("devices")).get("results")):
-        result = _dict(result)
-        conditions = _list(result.get("bindingConditions"))
-        if not conditions:
-            continue
-        status = next(
-            (
-                _dict(d)
-                for d in devices
-                if all(_dict(d).get(k) == result.get(k) for k in ("device", "driver", "pool"))
-            ),
-            None,
-        )
-        if status is None:
-            return False
-        reported = {
-            str(_dict(c).get("type") or ""): _dict(c) for c in _list(status.get("conditions"))
-        }
-        for name in _list(result.get("bindingFailureConditions")):
-            failed = reported.get(str(name))
-            if failed is not None and failed.get("status") == "True":
-                return (
-                    f"device binding failed: claim={claim.name}, "
-                    f"reason={failed.get('reason') or ''}, "
-                    f"message={_go_quote(str(failed.get('message') or ''))}"
-                )
-        for name in conditions:
-            if _dict(reported.get(str(name))).get("status") != "True":
-                return False
-    return True
-
-
-def binding_timed_out(claim: Claim, timeout: float, now: float) -> bool:
-    """isClaimTimeout: a device of the allocation has binding conditions and
-    ``allocationTimestamp`` + ``timeout`` lies before ``now``."""
-    allocation = claim.allocation
-    if allocation is None:
-        return False
-    stamp = _timestamp(allocation.get("allocationTimestamp"))
-    if stamp is None:
-        return False
-    results = _list(_dict(allocation.get("devices")).get("results"))
-    with_conditions = any(_dict(r).get("bindingConditions") is not None for r in results)
-    return with_conditions and stamp + timeout < now
-
-
 def _unbindable(claim: Claim, timeout: float, now: float) -> bool:
     """PreFilter's check of an allocated claim: its binding failed or timed out."""
     ready = binding_ready(claim)
@@ -295,6 +276,13 @@ class PodClaims:
     reads_labels: bool = True
     # filterTimeoutSeconds: how long one node's allocation search may run (0: no limit).
     filter_timeout: float = 0.0
+    # DRA-backed extended resources: the pod's extra claim, allocated after ``to_allocate``.
+    extended: Extended | None = None
+    # The pod-group cycle's pending allocations (``GROUP_PENDING``); None for a single pod.
+    group: dict[str, set[str]] | None = None
+    # Claim uid -> the allocation an earlier member of the cycle made in flight, which
+    # this pod shares: not allocated again, written by PreBind if still unwritten.
+    pending: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
 def claims_signature(claims: Sequence[Claim]) -> tuple[str, ...] | None:
@@ -316,35 +304,55 @@ def prepare(
     pod: PodInfo,
     binding_timeout: float = BINDING_TIMEOUT,
     filter_timeout: float = FILTER_TIMEOUT,
+    group: dict[str, set[str]] | None = None,
 ) -> PodClaims | str | None:
     """PreFilter: None without claims, a reason to reject the pod, or its state. An
     allocated claim whose binding failed or timed out gets no node terms: no node can
-    use it (Filter's unavailableClaims)."""
-    found = pod_claims(store, pod)
+    use it (Filter's unavailableClaims). ``group``: the pending allocations of the
+    pod-group cycle the pod is in; a claim among them is shared as allocated, pinned to
+    its allocation's node selector (Go's "reusing pending allocation")."""
+    found = pod_claims(store, pod) if pod.resource_claims else []
     if isinstance(found, str):
         return found
-    if not found:
+    extended = pod_extended(store, pod)
+    if not found and extended is None:
         return None
     terms: list[tuple[NodeTerm, ...] | None] = []
     to_allocate: list[Claim] = []
+    pending: dict[str, Mapping[str, Any]] = {}
     now = time.time()
     for claim in found:
         if claim.allocation is not None:
             unbindable = _unbindable(claim, binding_timeout, now)
             terms.append(() if unbindable else _node_terms(claim.allocation))
             continue
+        in_flight = store.pending_allocation(claim.uid)
+        if in_flight is not None and group is not None and claim.uid in group:
+            pending[claim.uid] = in_flight
+            terms.append(_node_terms(in_flight))
+            continue
         terms.append(None)
-        if store.pending_allocation(claim.uid) is not None:
+        if in_flight is not None:
             return f"resource claim {claim.key} is in the process of being allocated"
         why = _check_requests(store, claim)
         if why:
             return why
         to_allocate.append(claim)
-    if not to_allocate:
-        return PodClaims(found, terms, to_allocate, None, filter_timeout=filter_timeout)
+    if not to_allocate and (extended is None or extended.stale):
+        return PodClaims(
+            found,
+            terms,
+            to_allocate,
+            None,
+            filter_timeout=filter_timeout,
+            extended=extended,
+            group=group,
+            pending=pending,
+        )
     index = store.slice_index()
     allocator = Allocator(store.allocated_state(), store.classes, index)
-    signature = claims_signature(to_allocate)
+    # The extended claim differs per node: its outcomes are looked up per variant.
+    signature = claims_signature(to_allocate) if extended is None else None
     return PodClaims(
         found,
         terms,
@@ -355,15 +363,24 @@ def prepare(
         outcomes=None if signature is None else store.outcomes(signature),
         reads_labels=index.reads_labels,
         filter_timeout=filter_timeout,
+        extended=extended,
+        group=group,
+        pending=pending,
     )
 
 
-def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | None, str]:
+def _allocate(
+    state: PodClaims, node: NodeInfo, variant: NodeExtended | None = None
+) -> tuple[list[dict[str, Any]] | None, str]:
     """The allocator's outcome on ``node`` and its ``last_reason``, from the store's cache
-    when the store has not changed since PreFilter. Errors are never cached."""
+    when the store has not changed since PreFilter. Errors are never cached. ``variant``:
+    the node's variant of the extended-resource claim, allocated last."""
     allocator = state.allocator
     assert allocator is not None
-    outcomes = _valid_outcomes(state)
+    extra = variant.claim if variant is not None else None
+    outcomes = (
+        _valid_outcomes(state) if state.extended is None else _variant_outcomes(state, variant)
+    )
     if outcomes is not None:
         hit = outcomes.get(node.name)
         if hit is not None and (not state.reads_labels or hit.labels == node.labels):
@@ -371,7 +388,9 @@ def _allocate(state: PodClaims, node: NodeInfo) -> tuple[list[dict[str, Any]] | 
     deadline = time.monotonic() + state.filter_timeout if state.filter_timeout > 0 else None
     try:
         found = allocator.allocate(
-            _node_json(node), [c.raw for c in state.to_allocate], deadline=deadline
+            _node_json(node),
+            [c.raw for c in state.to_allocate] + ([extra] if extra is not None else []),
+            deadline=deadline,
         )
     except AllocationTimeout as exc:
         # Go returns Error: the attempt is aborted and retried after backoff.
@@ -394,6 +413,25 @@ def _valid_outcomes(state: PodClaims) -> dict[str, CachedAllocation] | None:
     return state.outcomes
 
 
+def _variant_outcomes(
+    state: PodClaims, variant: NodeExtended | None
+) -> dict[str, CachedAllocation] | None:
+    """The store's outcomes for the pod's claims plus the node's variant of its
+    extended-resource claim (its spec: the requests and their names), while the store is
+    as PreFilter saw it."""
+    store = state.store
+    if state.allocator is None or store is None or store.version != state.version:
+        return None
+    signature = claims_signature(state.to_allocate)
+    if signature is None:
+        return None
+    if variant is not None and variant.claim is not None:
+        if variant.spec_json is None:
+            return None
+        signature += (variant.spec_json,)
+    return store.outcomes(signature)
+
+
 def _has_share_ids(found: list[dict[str, Any]] | None) -> bool:
     return any(
         "shareID" in r for a in found or () for r in (a.get("devices") or {}).get("results") or ()
@@ -406,9 +444,18 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
     if known is not None:
         return known
     result: list[dict[str, Any]] | str = []
-    if state.allocator is not None:
-        found, reason = _allocate(state, node)
-        result = _filter_result(state, found, reason)
+    variant: NodeExtended | None = None
+    if state.extended is not None:
+        found_variant = for_node(state.extended, node)
+        state.extended.nodes[row] = found_variant
+        if isinstance(found_variant, str):
+            state.nodes[row] = found_variant
+            return found_variant
+        variant = found_variant
+    extra = variant is not None and variant.claim is not None
+    if state.allocator is not None and (state.to_allocate or extra):
+        found, reason = _allocate(state, node, variant)
+        result = _filter_result(state, found, reason, extra)
     if not isinstance(result, str):
         for index, terms in enumerate(state.terms):
             if terms is not None and not any(t.matches(node) for t in terms):
@@ -419,21 +466,28 @@ def node_result(state: PodClaims, node: NodeInfo, row: int) -> list[dict[str, An
 
 
 def _filter_result(
-    state: PodClaims, found: list[dict[str, Any]] | None, reason: str
+    state: PodClaims, found: list[dict[str, Any]] | None, reason: str, extra: bool = False
 ) -> list[dict[str, Any]] | str:
     """The allocator's outcome as Filter's: ErrFailedAllocationOnNode's own text (invalid
-    pools), else Go's length check."""
+    pools), else Go's length check (``extra``: the extended claim was allocated too)."""
     if found is None:
         return reason or CANNOT_ALLOCATE
-    return found if len(found) == len(state.to_allocate) else CANNOT_ALLOCATE
+    return found if len(found) == len(state.to_allocate) + extra else CANNOT_ALLOCATE
 
 
-def first_available_score(claims: Sequence[Claim], allocations: Sequence[Mapping[str, Any]]) -> int:
-    """computeScore: FIRST_AVAILABLE_MAX - index for every chosen subrequest."""
+def first_available_score(
+    claims: Sequence[Claim],
+    allocations: Sequence[Mapping[str, Any]],
+    shared: Mapping[str, Mapping[str, Any]] | None = None,
+) -> int:
+    """computeScore: FIRST_AVAILABLE_MAX - index for every chosen subrequest.
+    ``shared``: the allocations of claims an earlier member of the pod group made."""
     score = 0
     pending = iter(allocations)
     for claim in claims:
-        allocation = claim.allocation if claim.allocation is not None else next(pending, {})
+        allocation = claim.allocation
+        if allocation is None:
+            allocation = (shared or {}).get(claim.uid) or next(pending, {})
         chosen = {
             str(_dict(r).get("request") or "")
             for r in _list(_dict(_dict(allocation).get("devices")).get("results"))
@@ -448,7 +502,17 @@ def first_available_score(claims: Sequence[Claim], allocations: Sequence[Mapping
 
 
 @register
-class DynamicResources(FilterPlugin, ScorePlugin):
+class DynamicResources(
+    FilterPlugin,
+    ScorePlugin,
+    PreEnqueuePlugin,
+    PostFilterPlugin,
+    QueueingHintPlugin,
+    ReservePlugin,
+    PreBindPlugin,
+    PostBindPlugin,
+    WarmUpPlugin,
+):
     name = NAME
     description = "Allocates the devices of a pod's ResourceClaims (DRA, structured parameters)."
     events = (
@@ -460,6 +524,14 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         | ClusterEvent.RESOURCE_CLAIM
     )
     default_weight = 2
+    warm_up_on = ClusterEvent.RESOURCE_SLICE | ClusterEvent.DEVICE_CLASS
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """DynamicResources.SignPod: pods with resource claims are unsignable."""
+        pod = cycle.pod
+        if pod.resource_claims:
+            return None
+        return {}
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -471,13 +543,19 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         )
         # The last Filter's state, for Reserve: (pod uid, store version, state).
         self._memo: tuple[str, int, PodClaims] | None = None
+        # Reserve's plan per pod (Go's CycleState), until the Binding or Unreserve.
+        self._plans: dict[str, ClaimPlan] = {}
 
     def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
-        if not cycle.pod.resource_claims:
+        pod = cycle.pod
+        if not pod.resource_claims and not any(
+            q > 0 and is_dra_extended_name(r) for r, q in pod.requests.items()
+        ):
             cycle.state[_STATE] = None
             return None
         store = cycle.snapshot.dra
-        state = prepare(store, cycle.pod, self.binding_timeout, self.filter_timeout)
+        group = None if cycle.group is None else cycle.group.setdefault(GROUP_PENDING, {})
+        state = prepare(store, cycle.pod, self.binding_timeout, self.filter_timeout, group)
         if isinstance(state, str):
             cycle.state[_STATE] = None
             return PreFilterResult(reject=state)
@@ -536,7 +614,7 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         for position, row in enumerate(nodes):
             result = state.nodes.get(int(row))
             if isinstance(result, list):
-                out[position] = first_available_score(state.claims, result)
+                out[position] = first_available_score(state.claims, result, state.pending)
         return out
 
     def normalize(self, cycle: Cycle, nodes: IndexArray, scores: IntArray) -> IntArray:
@@ -549,6 +627,99 @@ class DynamicResources(FilterPlugin, ScorePlugin):
         uid, version, state = self._memo
         return state if uid == pod.uid and version == store.version else None
 
+    def memo_group(self, pod: PodInfo) -> dict[str, set[str]] | None:
+        """The pod-group cycle's pending allocations that the last PreFilter for ``pod``
+        saw, for a Reserve that has to compute its state again."""
+        if self._memo is None or self._memo[0] != pod.uid:
+            return None
+        return self._memo[2].group
+
+    def warm_up(self) -> None:
+        """The CEL runtime, loaded before the first cycle that reads a device needs it
+        (``load_runtime``); on the loop, the import alone held it for about 0.1 s."""
+        load_runtime()
+
+    def pre_enqueue(self, handle: Handle, pod: PodInfo) -> Status:
+        """PreEnqueue: the pod waits until every claim it names exists."""
+        if not pod.resource_claims:
+            return ALLOW
+        waiting = pre_enqueue(handle.snapshot.dra, pod)
+        return Status("Unschedulable", waiting) if waiting else ALLOW
+
+    def post_filter(self, handle: Handle, pod: PodInfo, failed: FailedCycle) -> PostFilterResult:
+        """PostFilter: a stale claim's deallocation (an extended-resource claim's deletion),
+        its message once the write is out; it nominates nothing."""
+        store = handle.snapshot.dra
+        if not uses_dra(store, pod):
+            return PostFilterResult(REJECTED)
+        claim = stale_claim(self, store, pod)
+        if claim is None:
+            return PostFilterResult(REJECTED)
+        handle.spawn(self._binder(handle).deallocate(claim))
+        reason = DELETED if is_extended_claim(claim) else DEALLOCATED
+        return PostFilterResult(Status("Unschedulable", reason))
+
+    def hint(self, handle: Handle, kind: str, key: str) -> None:
+        """A claim created or changed: the pods that name it may fit now."""
+        if kind == "resourceclaims":
+            handle.wake(list(handle.snapshot.dra.users.get(key, ())), NAME)
+
+    def _binder(self, handle: Handle) -> ClaimBinder:
+        def wake(key: str) -> None:
+            self.hint(handle, "resourceclaims", key)
+
+        return ClaimBinder(handle.client, handle.snapshot.dra, handle.observe, wake, handle.event)
+
+    def reserve(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        """Reserve: the chosen allocations go in flight in the store."""
+        snapshot = handle.snapshot
+        if not uses_dra(snapshot.dra, pod):
+            return ALLOW
+        row = snapshot.index[node]
+        try:
+            plan = plan_claims(self, snapshot.dra, pod, snapshot.nodes[row], row)
+        except PluginError as exc:
+            return Status("Error", str(exc), worded=True)
+        self._binder(handle).assume(pod, plan)
+        self._plans[pod.uid] = plan
+        return ALLOW
+
+    def unreserve(self, handle: Handle, pod: PodInfo, node: str) -> Undo | None:
+        """Unreserve: the pod out of its claims' ``reservedFor`` again (API work)."""
+        plan = self._plans.pop(pod.uid, None)
+        if plan is None or plan.empty:
+            return None
+        binder = self._binder(handle)
+        binder.release(pod, plan)  # the in-flight allocations, at once
+        return binder.unreserve(pod, plan)
+
+    def pre_bind_pre_flight(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        """Success for a pod with any claim, else Skip."""
+        plan = self._plans.get(pod.uid)
+        return ALLOW if plan is not None and plan.pre_flight else SKIP
+
+    async def pre_bind(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+        """PreBind: the claims written, then their binding conditions awaited for at most
+        ``bindingTimeoutSeconds``; a failure has unreserved them already."""
+        plan = self._plans.get(pod.uid)
+        if plan is None or not plan.pre_flight:
+            return ALLOW
+        binder = self._binder(handle)
+        try:
+            why = await binder.bind(pod, node, plan, self.binding_timeout)
+        except Exception as exc:  # the reservation must be resolved whatever happens
+            log.exception("claim_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
+            await binder.unreserve(pod, plan)
+            why = str(exc)
+        if why:
+            self._plans.pop(pod.uid, None)
+            return Status("Error", why)
+        return ALLOW
+
+    async def post_bind(self, handle: Handle, pod: PodInfo, node: str) -> None:
+        """Bound: nothing is left to undo."""
+        self._plans.pop(pod.uid, None)
+
 
 def stale_claim(plugin: DynamicResources, store: DraStore, pod: PodInfo) -> Claim | None:
     """PostFilter: an allocated claim unavailable on some node that no other pod uses,
@@ -559,31 +730,14 @@ def stale_claim(plugin: DynamicResources, store: DraStore, pod: PodInfo) -> Clai
         return None
     for index in sorted(state.unavailable):
         claim = state.claims[index]
+        if claim.uid in state.pending:  # allocated in flight by a member: nothing written
+            continue
         if not claim.reserved_for or claim.reserved_for == (pod.uid,):
             return claim
+    # deallocateOrDeletePodClaims: an extended-resource claim of a prior cycle is deleted.
+    if state.extended is not None and state.extended.stale:
+        return state.extended.claim
     return None
-
-
-@dataclass(slots=True)
-class ClaimPlan:
-    """What Reserve and PreBind must do for one pod on one node.
-
-    ``items``: each claim not yet reserved for the pod, with the allocation to write
-    (None when the claim is already allocated and only needs ``reservedFor``);
-    ``claims``: all of the pod's claims, which PreBind's binding conditions watch.
-    """
-
-    items: list[tuple[Claim, dict[str, Any] | None]] = field(default_factory=list)
-    claims: list[Claim] = field(default_factory=list)
-
-    @property
-    def empty(self) -> bool:
-        return not self.items
-
-    @property
-    def pre_flight(self) -> bool:
-        """PreBindPreFlight: PreBind works (Success) for a pod with any claim, else Skip."""
-        return bool(self.claims)
 
 
 def dynamic_resources(profile: Profile) -> DynamicResources | None:
@@ -600,7 +754,8 @@ def plan_claims(
     """
     state = plugin.memo(pod, store)
     if state is None:
-        prepared = prepare(store, pod, plugin.binding_timeout, plugin.filter_timeout)
+        group = plugin.memo_group(pod)
+        prepared = prepare(store, pod, plugin.binding_timeout, plugin.filter_timeout, group)
         if prepared is None:
             return ClaimPlan()
         if isinstance(prepared, str):
@@ -610,10 +765,20 @@ def plan_claims(
     if isinstance(result, str):
         raise PluginError(f'running Reserve plugin "{NAME}": claim allocation not found for node')
     # A copy: the Filter's results may be shared with other pods through the store's cache.
-    allocations = dict(zip((c.uid for c in state.to_allocate), copy.deepcopy(result), strict=True))
-    plan = ClaimPlan(claims=list(state.claims))
+    result = copy.deepcopy(result)
+    count = len(state.to_allocate)
+    allocations = dict(zip((c.uid for c in state.to_allocate), result[:count], strict=True))
+    plan = ClaimPlan(
+        claims=list(state.claims), has_extended=state.extended is not None, group=state.group
+    )
+    variant = state.extended.nodes.get(row) if state.extended is not None else None
+    if variant is not None and not isinstance(variant, str) and variant.claim is not None:
+        claim = parse_claim(variant.claim)
+        plan.extended = ExtendedPlan(claim, result[count], variant.mappings)
     for claim in state.claims:
         if pod.uid in claim.reserved_for:
             continue
-        plan.items.append((claim, allocations.get(claim.uid)))
+        shared = state.pending.get(claim.uid)
+        allocation = copy.deepcopy(dict(shared)) if shared is not None else None
+        plan.items.append((claim, allocations.get(claim.uid, allocation)))
     return plan

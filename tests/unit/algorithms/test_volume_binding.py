@@ -14,7 +14,15 @@ from podium.algorithms.volume_binding import (
     VolumeBinding,
     plan_volumes,
 )
+from podium.framework.binding import (
+    BindingHandle,
+    run_pre_bind_pre_flights,
+    run_reserve,
+    run_unreserve,
+)
+from podium.framework.profile import Profile
 from podium.kube.objects import parse_pod
+from podium.scheduling.nominator import Nominator
 
 from .conftest import cycle, node, pod, run_filter, unresolvable
 from .volume_builders import (
@@ -290,3 +298,46 @@ def test_score_skipped_without_static_bindings() -> None:
 def test_bad_args(args: dict[str, Any], error: str) -> None:
     with pytest.raises(ValueError, match=error):
         VolumeBinding(args)
+
+
+def _handle(snap: Any) -> BindingHandle:
+    async def event(pod: Any, reason: str, note: str) -> None:
+        return None
+
+    async def preempting(preemptor: str, uids: list[str], work: Any) -> None:
+        await work
+
+    return BindingHandle(
+        client=None,  # type: ignore[arg-type]
+        spawn=lambda work: None,
+        snapshot=snap,
+        observe=lambda kind, event_type, body: None,
+        wake=lambda uids, plugin: None,
+        event=event,
+        nominator=Nominator(),
+        preempting=preempting,
+    )
+
+
+@pytest.mark.parametrize(
+    ("wanted", "pre_flight"),
+    [
+        pytest.param(["c1"], True, id="a-pv-to-bind"),
+        pytest.param([], False, id="no-claims-skip"),
+    ],
+)
+def test_reserve_assumes_and_unreserve_reverts_through_the_runner(
+    wanted: list[str], pre_flight: bool
+) -> None:
+    """VolumeBinding's own Reserve (AssumePodVolumes), PreBindPreFlight and Unreserve
+    (RevertAssumedPodVolumes), run by the framework's runner as any plugin's."""
+    snap = volume_snapshot(NODES, pvs=[pv("only")], pvcs=[pvc("c1"), pvc("c2")])
+    profile = Profile(filters=[VolumeBinding()])
+    handle = _handle(snap)
+    first = parse_pod(pod("p1", volumes=claims(*wanted)))
+    assert run_reserve(profile, handle, first, "a") is None
+    taken = {"a": BIND_CONFLICT, "b": BIND_CONFLICT} if wanted else {"a": "", "b": ""}
+    assert _reasons(snap, pod("p2", volumes=claims("c2"))) == taken
+    assert run_pre_bind_pre_flights(profile, handle, first, "a") is pre_flight
+    assert run_unreserve(profile, handle, first, "a") is None
+    assert _reasons(snap, pod("p2", volumes=claims("c2"))) == {"a": "", "b": ""}
