@@ -33,6 +33,7 @@ __all__ = [
     "CaseError",
     "Churn",
     "DynamicResources",
+    "ExtendedResource",
     "Gang",
     "NodeTemplate",
     "PodTemplate",
@@ -54,6 +55,7 @@ PRESETS = (DEFAULT_PRESET, "upstream")
 
 Expectation = Literal["bound", "unschedulable"]
 ChurnMode = Literal["create", "recreate"]
+ExtendedSource = Literal["devicePlugin", "deviceClass"]
 
 
 class CaseError(ValueError):
@@ -70,11 +72,21 @@ class NodeTemplate:
     zones: tuple[str, ...] = ("zone-a", "zone-b", "zone-c")
     labels: Mapping[str, str] = field(default_factory=dict)
 
-    def manifest(self, name: str, index: int, run_id: str) -> dict[str, Any]:
+    def manifest(
+        self, name: str, index: int, run_id: str, extended: Mapping[str, int] | None = None
+    ) -> dict[str, Any]:
+        """extended adds extended resources to capacity and allocatable (a device plugin's)."""
         labels = {**self.labels, BENCH_LABEL: "true", RUN_LABEL: run_id}
         if self.zones:
             labels["topology.kubernetes.io/zone"] = self.zones[index % len(self.zones)]
-        return make_node(name, cpu=self.cpu, memory=self.memory, pods=self.pods, labels=labels)
+        return make_node(
+            name,
+            cpu=self.cpu,
+            memory=self.memory,
+            pods=self.pods,
+            labels=labels,
+            extended=extended,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,7 +105,15 @@ class PodTemplate:
     spec: Mapping[str, Any] = field(default_factory=dict)
     expect: Expectation = "bound"
 
-    def manifest(self, name: str, scheduler_name: str, run_id: str, role: str) -> dict[str, Any]:
+    def manifest(
+        self,
+        name: str,
+        scheduler_name: str,
+        run_id: str,
+        role: str,
+        extended: Mapping[str, int] | None = None,
+    ) -> dict[str, Any]:
+        """extended adds extended-resource requests (and the equal limits the API wants)."""
         labels = {**self.labels, BENCH_LABEL: "true", RUN_LABEL: run_id, ROLE_LABEL: role}
         pod = make_pod(
             name,
@@ -102,6 +122,7 @@ class PodTemplate:
             scheduler_name=scheduler_name,
             labels=labels,
             priority=self.priority,
+            extended=extended,
         )
         pod["spec"].update(copy.deepcopy(dict(self.spec)))
         return pod
@@ -175,6 +196,51 @@ class DynamicResources:
                 }
             },
         }
+
+
+@dataclass(frozen=True, slots=True)
+class ExtendedResource:
+    """scheduler_perf's extended-resource cases: measured pod i asks for one `{name}-{k}`.
+
+    source "devicePlugin" follows misc/SchedulingWithExtendedResource: node i lists
+    `{name}-{i}: 1` in its capacity, as a device plugin would, and pod i asks for
+    `{name}-{i}`, which exactly one node has. source "deviceClass" follows
+    dra/extendedresource's ExtendedResource with explicit classes: no node lists the
+    resource; `classes` DeviceClasses select the case's DRA driver, class k with
+    `extendedResourceName: {name}-{k}`, and pod i asks for `{name}-{i mod classes}`, which
+    the scheduler serves from the devices in the case's ResourceSlices through a claim of
+    its own (kube-scheduler's DRAExtendedResource).
+    """
+
+    name: str
+    source: ExtendedSource
+    classes: int = 0
+
+    def resource(self, index: int) -> str:
+        """The resource measured pod (or node) index asks for (or lists)."""
+        k = index if self.source == "devicePlugin" else index % self.classes
+        return f"{self.name}-{k}"
+
+    def node_capacity(self, index: int) -> dict[str, int]:
+        """What node index lists: one unit of its own resource under a device plugin."""
+        return {self.resource(index): 1} if self.source == "devicePlugin" else {}
+
+    def device_classes(self, driver: str, run_id: str) -> list[dict[str, Any]]:
+        """The classes backing the resource: deviceclass-extended-resource.yaml, explicit."""
+        if self.source != "deviceClass":
+            return []
+        return [
+            {
+                "apiVersion": "resource.k8s.io/v1",
+                "kind": "DeviceClass",
+                "metadata": {"name": f"{run_id}-class-{k}", "labels": _run_labels(run_id)},
+                "spec": {
+                    "selectors": [{"cel": {"expression": f'device.driver == "{driver}"'}}],
+                    "extendedResourceName": f"{self.name}-{k}",
+                },
+            }
+            for k in range(self.classes)
+        ]
 
 
 def with_claim_template(pod: dict[str, Any], template_name: str) -> dict[str, Any]:
@@ -253,10 +319,17 @@ class Case:
     """The measured pods each claim a device (see DynamicResources)."""
     gang: Gang | None = None
     """The measured pods come in gangs; needs the Workload API (see Gang)."""
+    extended: ExtendedResource | None = None
+    """The measured pods each ask for an extended resource (see ExtendedResource)."""
     backlog: bool = False
     """The measured pods all exist before the scheduler starts: the drain after a failover
     or an outage, or a Job controller's burst. The clock runs from the scheduler's start
     to the last bind, and its CPU counts from its start."""
+
+    @property
+    def claim_template(self) -> bool:
+        """The measured pods claim a device through a template (DRA without extended resources)."""
+        return self.dra is not None and self.extended is None
 
     @property
     def init(self) -> PodTemplate:
@@ -271,7 +344,7 @@ class Case:
 
 _CASE_KEYS = {
     "name", "description", "node", "podTemplates", "initPods", "measurePods", "churn",
-    "workloads", "sweep", "dynamicResources", "gang", "backlog",
+    "workloads", "sweep", "dynamicResources", "gang", "backlog", "extendedResource",
 }  # fmt: skip
 _NODE_KEYS = {"cpu", "memory", "pods", "zones", "labels"}
 _TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect"}
@@ -279,6 +352,7 @@ _CHURN_KEYS = {"mode", "intervalSeconds", "nodes", "pods", "services"}
 _WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods", "presets"}
 _DRA_KEYS = {"devicesPerNode", "driver"}
 _GANG_KEYS = {"size"}
+_EXTENDED_KEYS = {"name", "source", "classes"}
 
 
 def _mapping(
@@ -379,6 +453,33 @@ def _gang(raw: Any, where: str) -> Gang:
     return Gang(size=_positive(body["size"], f"{where}.size"))
 
 
+def _extended(
+    raw: Any, where: str, dra: DynamicResources | None, workloads: Sequence[Workload]
+) -> ExtendedResource:
+    body = _mapping(raw, where, _EXTENDED_KEYS, ("name", "source"))
+    name, source = body["name"], body["source"]
+    if not isinstance(name, str) or "/" not in name:
+        raise CaseError(f"{where}.name: expected an extended resource name such as example.com/gpu")
+    if source == "devicePlugin":
+        if "classes" in body:
+            raise CaseError(f"{where}.classes: only a deviceClass source has classes")
+        if dra is not None:
+            raise CaseError(f"{where}: a devicePlugin source takes no dynamicResources")
+        short = [w.name for w in workloads if w.measure_pods > w.nodes]
+        if short:
+            # Pod i fits node i only: a pod past the last node would fit none.
+            raise CaseError(
+                f"{where}: devicePlugin needs measurePods <= nodes ({', '.join(short)})"
+            )
+        return ExtendedResource(name=name, source=source)
+    if source == "deviceClass":
+        if dra is None:
+            raise CaseError(f"{where}: a deviceClass source needs dynamicResources (the devices)")
+        classes = _positive(body.get("classes", 0), f"{where}.classes")
+        return ExtendedResource(name=name, source=source, classes=classes)
+    raise CaseError(f"{where}.source: must be devicePlugin or deviceClass, got {source!r}")
+
+
 def parse_case(raw: Any, source: Path) -> Case:
     where = source.name
     body = _mapping(raw, where, _CASE_KEYS, ("name", "description", "workloads"))
@@ -431,6 +532,16 @@ def parse_case(raw: Any, source: Path) -> Case:
         raise CaseError(
             f"{where}: a backlog case has no initPods (its scheduler starts with the backlog)"
         )
+    dra = (
+        _dra(body["dynamicResources"], f"{where}.dynamicResources")
+        if "dynamicResources" in body
+        else None
+    )
+    extended = (
+        _extended(body["extendedResource"], f"{where}.extendedResource", dra, workloads)
+        if "extendedResource" in body
+        else None
+    )
     return Case(
         name=str(body["name"]),
         description=" ".join(str(body["description"]).split()),
@@ -441,9 +552,8 @@ def parse_case(raw: Any, source: Path) -> Case:
         workloads=tuple(workloads),
         churn=churn,
         sweep=bool(body.get("sweep", False)),
-        dra=_dra(body["dynamicResources"], f"{where}.dynamicResources")
-        if "dynamicResources" in body
-        else None,
+        dra=dra,
+        extended=extended,
         gang=_gang(body["gang"], f"{where}.gang") if "gang" in body else None,
         backlog=backlog,
     )

@@ -314,7 +314,12 @@ class _Bench:
                 "/api/v1/nodes",
                 "nodes",
                 (
-                    case.node.manifest(_node_name(run_id, i), i, run_id)
+                    case.node.manifest(
+                        _node_name(run_id, i),
+                        i,
+                        run_id,
+                        case.extended.node_capacity(i) if case.extended else None,
+                    )
                     for i in range(workload.nodes)
                 ),
                 count_node,
@@ -370,12 +375,20 @@ class _Bench:
         pods = await api.list(pods_path, "pods")
         nodes = await api.list("/api/v1/nodes", "nodes")
         claims: list[dict[str, Any]] = []
+        classes: list[dict[str, Any]] = []
         groups: list[dict[str, Any]] = []
         if case.dra is not None:
             claims = (
                 await api.list(
                     f"{_RESOURCE}/namespaces/{namespace}/resourceclaims",
                     f"{_GROUP_RESOURCE}/resourceclaims",
+                )
+            )["items"]
+            classes = (
+                await api.list(
+                    f"{_RESOURCE}/deviceclasses",
+                    f"{_GROUP_RESOURCE}/deviceclasses",
+                    {"labelSelector": f"{RUN_LABEL}={run_id}"},
                 )
             )["items"]
         if case.gang is not None:
@@ -386,7 +399,7 @@ class _Bench:
                 )
             )["items"]
         check = await asyncio.to_thread(
-            check_placements, pods["items"], nodes["items"], claims, groups
+            check_placements, pods["items"], nodes["items"], claims, groups, classes
         )
         result.correctness.violations = dict(check.violations)
         result.correctness.examples = check.examples
@@ -396,14 +409,20 @@ class _Bench:
     async def _dra_and_gang_objects(
         self, case: Case, workload: Workload, run_id: str, namespace: str
     ) -> None:
-        """The DeviceClass, slices and claim template, and the PodGroups, before any pod."""
+        """The DeviceClasses, slices and claim template, and the PodGroups, before any pod.
+
+        An extended-resource case gets its classes with extendedResourceName and no
+        claim template: the scheduler writes each pod's claim itself.
+        """
         if case.dra is not None:
             dra = case.dra
             class_name = f"{run_id}-class"
-            await self.api.create(
+            await self.create_all(
                 f"{_RESOURCE}/deviceclasses",
                 f"{_GROUP_RESOURCE}/deviceclasses",
-                dra.device_class(class_name, run_id),
+                case.extended.device_classes(dra.driver, run_id)
+                if case.extended is not None
+                else [dra.device_class(class_name, run_id)],
             )
             self.progress.phase("create resource slices")
             await self.create_all(
@@ -411,11 +430,12 @@ class _Bench:
                 f"{_GROUP_RESOURCE}/resourceslices",
                 (dra.resource_slice(_node_name(run_id, i), run_id) for i in range(workload.nodes)),
             )
-            await self.api.create(
-                f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
-                f"{_GROUP_RESOURCE}/resourceclaimtemplates",
-                dra.claim_template(_CLAIM_TEMPLATE, class_name, run_id),
-            )
+            if case.claim_template:
+                await self.api.create(
+                    f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates",
+                    f"{_GROUP_RESOURCE}/resourceclaimtemplates",
+                    dra.claim_template(_CLAIM_TEMPLATE, class_name, run_id),
+                )
         if case.gang is not None:
             await self.create_all(
                 f"{_SCHEDULING}/namespaces/{namespace}/podgroups",
@@ -426,8 +446,14 @@ class _Bench:
     def _measured_pod(
         self, case: Case, index: int, sched: BenchScheduler, run_id: str
     ) -> dict[str, Any]:
-        pod = case.measure.manifest(f"pod-{index:05d}", sched.scheduler_name, run_id, "measure")
-        if case.dra is not None:
+        pod = case.measure.manifest(
+            f"pod-{index:05d}",
+            sched.scheduler_name,
+            run_id,
+            "measure",
+            {case.extended.resource(index): 1} if case.extended else None,
+        )
+        if case.claim_template:
             with_claim_template(pod, _CLAIM_TEMPLATE)
         if case.gang is not None:
             pod["spec"]["schedulingGroup"] = {"podGroupName": case.gang.group_of(index)}
@@ -444,7 +470,7 @@ class _Bench:
     ) -> None:
         """The measured pods, each with its claims where the case has a claim template."""
         after_each: Callable[[dict[str, Any]], Awaitable[None]] | None = None
-        if case.dra is not None:
+        if case.claim_template:
             claim_template = await self.api.call(
                 "GET",
                 f"{_RESOURCE}/namespaces/{namespace}/resourceclaimtemplates/{_CLAIM_TEMPLATE}",

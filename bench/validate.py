@@ -3,10 +3,10 @@
 A fast scheduler that ignores a constraint is not faster, it is wrong, so every
 run ends with a check of the hard constraints the cases use (resources, node
 selectors and required node affinity, required inter-pod (anti-)affinity and
-DoNotSchedule topology spread, DRA claims and gangs) against what the API server
-recorded. Soft constraints cannot be violated; for them the check reports a quality
-number instead. The check is written from the Kubernetes API semantics, independently of
-Podium's own plugins, so it can judge them.
+DoNotSchedule topology spread, DRA claims, DRA-backed extended resources and gangs)
+against what the API server recorded. Soft constraints cannot be violated; for them
+the check reports a quality number instead. The check is written from the Kubernetes
+API semantics, independently of Podium's own plugins, so it can judge them.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ _MULTIPLIER = {
     "Pi": 2.0**50, "Ei": 2.0**60,
 }  # fmt: skip
 _MAX_EXAMPLES = 10
+_IMPLICIT_EXTENDED = "deviceclass.resource.kubernetes.io/"
+"""Every DeviceClass backs the extended resource of this prefix and its own name."""
 
 
 def parse_quantity(text: str | int | float) -> float:
@@ -135,6 +137,11 @@ class _Pod:
     spec: Mapping[str, Any]
     node: Mapping[str, Any]
     requests: Mapping[str, int]
+    uid: str = ""
+    delegated: Mapping[str, int] = field(default_factory=dict)
+    """Extended resources its node does not list and a DeviceClass backs: DRA serves them."""
+    extended_claim: Mapping[str, Any] = field(default_factory=dict)
+    """status.extendedResourceClaimStatus: the scheduler's claim for delegated resources."""
 
     def domain(self, key: str) -> str | None:
         value = self.node["labels"].get(key)
@@ -188,7 +195,7 @@ def _check_fit(pods: Sequence[_Pod], nodes: Mapping[str, Mapping[str, Any]], che
     for pod in pods:
         total = used[pod.node["name"]]
         total["pods"] += 1
-        total.update(pod.requests)
+        total.update({r: n for r, n in pod.requests.items() if r not in pod.delegated})
     for name, total in used.items():
         allocatable = nodes[name]["allocatable"]
         for resource, amount in total.items():
@@ -329,6 +336,98 @@ def _check_claims(
                 check.add("DRA claim allocated off the pod's node", where)
 
 
+def _backing_classes(class_bodies: Iterable[Mapping[str, Any]]) -> dict[str, set[str]]:
+    """Extended resource -> the DeviceClasses that back it (Go's ExtendedResourceCache).
+
+    A class backs its spec.extendedResourceName and the implicit name every class has.
+    """
+    backing: dict[str, set[str]] = defaultdict(set)
+    for body in class_bodies:
+        name = body["metadata"]["name"]
+        backing[_IMPLICIT_EXTENDED + name].add(name)
+        explicit = (body.get("spec") or {}).get("extendedResourceName")
+        if explicit:
+            backing[explicit].add(name)
+    return backing
+
+
+def _delegated(
+    requests: Mapping[str, int], node: Mapping[str, Any], backing: Mapping[str, set[str]]
+) -> dict[str, int]:
+    """The requests DRA serves on node: no allocatable there, a class backs them.
+
+    Go's shouldDelegateResourceToDRA (noderesources/fit.go).
+    """
+    allocatable = node["allocatable"]
+    return {
+        resource: amount
+        for resource, amount in requests.items()
+        if amount > 0 and resource in backing and allocatable.get(resource, 0.0) <= 0
+    }
+
+
+def _check_extended_claims(
+    pods: Sequence[_Pod],
+    claim_bodies: Iterable[Mapping[str, Any]],
+    backing: Mapping[str, set[str]],
+    check: Check,
+) -> None:
+    """A pod's DRA-backed extended resources come from its own allocated, reserved claim.
+
+    Each regular container's request for such a resource must be mapped (requestMappings)
+    to a request of the claim whose class backs the resource and which was allocated
+    exactly that many devices. Devices given twice are caught with the other claims.
+    """
+    claims = {(c["metadata"].get("namespace", ""), c["metadata"]["name"]): c for c in claim_bodies}
+    for pod in pods:
+        if not pod.delegated:
+            continue
+        claim_name = pod.extended_claim.get("resourceClaimName") or ""
+        where = f"{pod.name} extended claim ({claim_name or '-'}) on {pod.node['name']}"
+        found = claims.get((pod.namespace, claim_name))
+        status = (found or {}).get("status") or {}
+        allocation = status.get("allocation")
+        if found is None or not allocation:
+            check.add("DRA extended resource claim not allocated", where)
+            continue
+        holders = {
+            (r.get("resource"), r.get("name"), r.get("uid"))
+            for r in status.get("reservedFor") or []
+        }
+        if ("pods", pod.name, pod.uid) not in holders:
+            check.add("DRA claim not reserved for its pod", where)
+        selector = allocation.get("nodeSelector")
+        if selector and not node_selector_matches(selector, pod.node):
+            check.add("DRA claim allocated off the pod's node", where)
+        spec_requests = {
+            r["name"]: r
+            for r in ((found.get("spec") or {}).get("devices") or {}).get("requests") or []
+        }
+        given = Counter(
+            r.get("request") for r in (allocation.get("devices") or {}).get("results") or []
+        )
+        mapped = {
+            (m.get("containerName"), m.get("resourceName")): m.get("requestName")
+            for m in pod.extended_claim.get("requestMappings") or []
+        }
+        for container in pod.spec.get("containers") or []:
+            asked = (container.get("resources") or {}).get("requests") or {}
+            for resource, quantity in asked.items():
+                if resource not in pod.delegated:
+                    continue
+                request = mapped.get((container["name"], resource))
+                klass = ((spec_requests.get(request or "") or {}).get("exactly") or {}).get(
+                    "deviceClassName"
+                )
+                want, got = round(parse_quantity(quantity)), given[request]
+                if request is None or klass not in backing[resource] or got != want:
+                    check.add(
+                        "DRA extended resource not served",
+                        f"{where}: {container['name']} asks {want} {resource}, "
+                        f"request {request} of class {klass} got {got}",
+                    )
+
+
 def _check_gangs(
     pods: Sequence[Mapping[str, Any]], group_bodies: Iterable[Mapping[str, Any]], check: Check
 ) -> None:
@@ -353,12 +452,17 @@ def check_placements(
     node_bodies: Iterable[Mapping[str, Any]],
     claims: Iterable[Mapping[str, Any]] = (),
     pod_groups: Iterable[Mapping[str, Any]] = (),
+    device_classes: Iterable[Mapping[str, Any]] = (),
 ) -> Check:
     """Check every bound pod in pod_bodies against the nodes in node_bodies.
 
-    claims (ResourceClaims) and pod_groups (PodGroups) are the pods' DRA and gang objects.
+    claims (ResourceClaims), pod_groups (PodGroups) and device_classes (DeviceClasses)
+    are the pods' DRA and gang objects; the classes say which extended resources DRA
+    serves where a node does not list them.
     """
     pod_bodies = list(pod_bodies)
+    claims = list(claims)
+    backing = _backing_classes(device_classes)
     check = Check()
     nodes: dict[str, dict[str, Any]] = {}
     for body in node_bodies:
@@ -382,9 +486,12 @@ def check_placements(
             check.on_deleted_nodes += 1
             continue
         meta = body.get("metadata") or {}
-        requests = pod_resources(spec, body.get("status") or {}, bound=True).requests
+        status = body.get("status") or {}
+        requests = pod_resources(spec, status, bound=True).requests
+        node = nodes[node_name]
         pods.append(_Pod(meta["name"], meta.get("namespace", ""), meta.get("labels") or {}, spec,
-                         nodes[node_name], requests))  # fmt: skip
+                         node, requests, meta.get("uid", ""), _delegated(requests, node, backing),
+                         status.get("extendedResourceClaimStatus") or {}))  # fmt: skip
     for pod in pods:
         if not node_allowed(pod.spec, pod.node):
             check.add("NodeAffinity", f"{pod.name} on {pod.node['name']} {pod.node['labels']}")
@@ -398,5 +505,6 @@ def check_placements(
         if (body.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
     ]
     _check_claims(live, nodes, claims, check)
+    _check_extended_claims(pods, claims, backing, check)
     _check_gangs(live, pod_groups, check)
     return check
