@@ -28,6 +28,7 @@ from kubernetes_asyncio.client import ApiClient
 from podium.devcluster import ControlPlane
 from podium.kube.client import ApiError, KubeClient
 from podium.kube.credentials import load_credentials
+from podium.kube.objects import parse_node, parse_pod
 from tests.e2e.test_scheduling import all_pods_and_nodes, overcommitted, pods_in
 
 __all__ = [
@@ -37,13 +38,16 @@ __all__ = [
     "StallProxy",
     "bound_count",
     "check_invariants",
+    "claim_problems",
     "create_fast",
     "deny_admission",
     "etcd_compact",
+    "gang_problems",
     "metric",
     "proxied_kubeconfig",
     "rss_bytes",
     "scheduled_condition",
+    "stranded_claim_pods",
     "successful_bindings",
     "wait_bound",
     "wait_until",
@@ -141,6 +145,7 @@ async def check_invariants(
     prebound: Collection[str] = (),
     allow_missing_nodes: bool = False,
     allow_unaudited: bool = False,
+    unreported: Collection[str] = (),
 ) -> InvariantReport:
     """Assert the end state of a fault test, from the API server's data only.
 
@@ -156,6 +161,10 @@ async def check_invariants(
        apiserver, which can die between committing a Binding and logging it, or
        SIGKILL Podium: a Binding whose client vanished mid-request can be
        committed with no audit event at all (seen here on v1.37.2).
+
+    ``unreported`` pods, among ``expect_pending``, may have no PodScheduled condition at
+    all: their report was lost while the API server was down (a lost report is not
+    written again until the pod's next attempt, as in kube-scheduler).
     """
     pods, nodes = await all_pods_and_nodes(api)
     report = InvariantReport()
@@ -182,6 +191,8 @@ async def check_invariants(
         report.pending.append(name)
         if name not in expected:
             report.lost.append(name)
+        elif name in unreported and not cond:
+            continue
         elif not (
             cond.get("status") == "False"
             and cond.get("reason") in ("Unschedulable", "SchedulerError")
@@ -203,6 +214,106 @@ async def check_invariants(
     return report
 
 
+def claim_problems(
+    claims: Collection[Mapping[str, Any]], pods: Mapping[str, Mapping[str, Any]]
+) -> list[str]:
+    """What is wrong with the API server's claims once the cluster is quiet, ``pods`` keyed
+    by uid: a device in two claims' allocations, a reservation without an allocation, an
+    allocated claim reserved for no pod, or for a pod that is gone, has no node, sits on
+    another node than the device (a pool is named after its node), or is not the claim's
+    owner (claims from a template name their pod as owner)."""
+    problems = []
+    held: Counter[tuple[str, str, str]] = Counter()
+    for claim in claims:
+        name = claim["metadata"]["name"]
+        status = claim.get("status") or {}
+        reserved = [r["uid"] for r in status.get("reservedFor") or []]
+        if "allocation" not in status:
+            if reserved:
+                problems.append(f"{name} reserved for {reserved} without an allocation")
+            continue
+        results = status["allocation"]["devices"]["results"]
+        held.update((r["driver"], r["pool"], r["device"]) for r in results)
+        owners = [o["uid"] for o in claim["metadata"].get("ownerReferences") or []]
+        if not reserved:
+            problems.append(f"{name} holds a device for no pod")
+        for uid in reserved:
+            pod = pods.get(uid)
+            node = (pod or {}).get("spec", {}).get("nodeName") or ""
+            if pod is None:
+                problems.append(f"{name} reserved for a pod that is gone")
+            elif owners and uid not in owners:
+                problems.append(f"{name} reserved for {pod['metadata']['name']}, not its owner")
+            elif not node:
+                problems.append(f"{name} reserved for {pod['metadata']['name']}, which has no node")
+            elif any(r["pool"] != node for r in results):
+                problems.append(f"{name}'s device is not on {node}, where its pod is")
+    problems += [f"{device} allocated {n} times" for device, n in held.items() if n > 1]
+    return problems
+
+
+def gang_problems(
+    pods: Collection[Mapping[str, Any]],
+    nodes: Collection[Mapping[str, Any]],
+    min_counts: Mapping[str, int],
+) -> list[str]:
+    """Gangs left waiting although ``nodes`` have room for them, once the cluster is quiet: a
+    gang bound below its minCount whose missing members fit in the cpu left, or a gang not
+    bound at all that fits whole. Members ask cpu only, alike within a gang."""
+    names = {n["metadata"]["name"] for n in nodes}
+    free = {parse_node(n).name: parse_node(n).allocatable.get("cpu", 0) for n in nodes}
+    bound: Counter[str] = Counter()
+    asks: dict[str, int] = {}
+    for body in pods:
+        info = parse_pod(body)
+        group = (body["spec"].get("schedulingGroup") or {}).get("podGroupName", "")
+        if info.node_name in names and not info.terminal:
+            free[info.node_name] -= info.requests.get("cpu", 0)
+        if group in min_counts:
+            asks[group] = info.requests.get("cpu", 0)
+            bound[group] += bool(info.node_name)
+    problems = []
+    for group, min_count in min_counts.items():
+        if bound[group] >= min_count or not asks.get(group):
+            continue
+        slots = sum(max(0, left) // asks[group] for left in free.values())
+        missing = min_count - bound[group]
+        if slots >= missing:
+            problems.append(
+                f"gang {group}: {bound[group]} of {min_count} bound, room for {slots} more"
+            )
+    return problems
+
+
+def stranded_claim_pods(
+    pods: Collection[Mapping[str, Any]],
+    nodes: Collection[Mapping[str, Any]],
+    claims: Collection[Mapping[str, Any]],
+    devices: int,
+) -> list[str]:
+    """Pods asking one device (``spec.resourceClaims``) left Pending, once the cluster is
+    quiet, although one of ``nodes`` (``devices`` devices each, its pool named after it)
+    has a device no claim holds and the cpu the pod asks."""
+    free = {parse_node(n).name: parse_node(n).allocatable.get("cpu", 0) for n in nodes}
+    held: Counter[str] = Counter()
+    for claim in claims:
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        held.update(r["pool"] for r in allocation.get("devices", {}).get("results", []))
+    waiting = []
+    for body in pods:
+        info = parse_pod(body)
+        if info.node_name in free and not info.terminal:
+            free[info.node_name] -= info.requests.get("cpu", 0)
+        elif not info.node_name and body["spec"].get("resourceClaims"):
+            waiting.append(info)
+    room = [n for n, left in free.items() if held[n] < devices and left > 0]
+    return [
+        f"{p.name} waits while {room} have a free device"
+        for p in waiting
+        if any(free[n] >= p.requests.get("cpu", 0) for n in room)
+    ]
+
+
 def deny_admission(
     name: str,
     *,
@@ -213,12 +324,14 @@ def deny_admission(
     match_condition: str = "",
     namespace: str = "",
     group: str = "",
+    reason: str = "",
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """A ValidatingAdmissionPolicy and its Deny binding, named ``name``.
 
     ``operation`` on ``resource`` of API ``group`` (core by default) is refused with ``message``
     wherever the CEL ``validation`` is false, narrowed to objects matching the
-    CEL ``match_condition`` and to one ``namespace`` when given. The API server
+    CEL ``match_condition`` and to one ``namespace`` when given. ``reason`` picks the
+    answer's status (``Forbidden``: 403; the default, ``Invalid``: 422). The API server
     loads new policies asynchronously: callers wait until a dry run is refused.
     """
     spec: dict[str, Any] = {
@@ -235,6 +348,8 @@ def deny_admission(
         },
         "validations": [{"expression": validation, "message": message}],
     }
+    if reason:
+        spec["validations"][0]["reason"] = reason
     if match_condition:
         spec["matchConditions"] = [{"name": "only", "expression": match_condition}]
     policy = {

@@ -398,6 +398,7 @@ ACCESS_CASES: list[tuple[str, str, str, str, bool, str, bool]] = [
     ("list", "", "nodes", "", False, "", True),
     ("create", "events.k8s.io", "events", "", True, "", True),
     ("update", "", "persistentvolumeclaims", "", True, "", True),
+    ("update", "resource.k8s.io", "resourceclaims", "binding", True, "", True),
     ("watch", "storage.k8s.io", "csinodes", "", False, "", True),
     ("watch", "storage.k8s.io", "csistoragecapacities", "", False, "", False),
     ("list", "policy", "poddisruptionbudgets", "", False, "", True),
