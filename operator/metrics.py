@@ -110,6 +110,46 @@ class Metrics:
             buckets=_exponential(0.00001, 1.5, 20),
             registry=r,
         )
+        # Opportunistic batching (framework/batch.py), kube-scheduler's names and labels.
+        self.batch_attempts = Counter(
+            "scheduler_batch_attempts_total",
+            "Counts of results when we attempt to use batching.",
+            ["profile", "result"],
+            registry=r,
+        )
+        self.batch_flushes = Counter(
+            "scheduler_batch_cache_flushed_total",
+            "Counts of cache flushes by reason.",
+            ["profile", "reason"],
+            registry=r,
+        )
+        self.batch_rescores = Counter(
+            "scheduler_batch_rescore_attempts_total",
+            "Counts of rescore attempts during opportunistic batching.",
+            ["profile"],
+            registry=r,
+        )
+        self.node_hint_duration = Histogram(
+            "scheduler_get_node_hint_duration_seconds",
+            "Latency for getting a node hint.",
+            ["hinted", "profile"],
+            buckets=_exponential(0.00001, 2, 12),
+            registry=r,
+        )
+        self.store_results_duration = Histogram(
+            "scheduler_store_schedule_results_duration_seconds",
+            "Latency for storing scheduling results.",
+            ["profile"],
+            buckets=_exponential(0.00001, 2, 12),
+            registry=r,
+        )
+        self.batch_rescore_duration = Histogram(
+            "scheduler_batch_rescore_duration_seconds",
+            "Latency for rescoring a node during opportunistic batching.",
+            ["profile"],
+            buckets=_exponential(0.00001, 2, 12),
+            registry=r,
+        )
         self.algorithm_duration = Histogram(
             "scheduler_scheduling_algorithm_duration_seconds",
             "Scheduling algorithm latency in seconds.",
@@ -219,6 +259,12 @@ class Metrics:
         )
         self.cache_nodes = Gauge("podium_cache_nodes", "Nodes in the cache.", registry=r)
         self.cache_pods = Gauge("podium_cache_pods", "Pods in the cache.", ["state"], registry=r)
+        self.cache_objects = Gauge(
+            "podium_cache_objects",
+            "Objects of each other watched kind in the cache, counted at each scrape.",
+            ["kind"],
+            registry=r,
+        )
         self.flushed = Counter(
             "scheduler_pod_scheduled_after_flush_total",
             "Pods scheduled after being moved by the periodic unschedulable flush.",

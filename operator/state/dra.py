@@ -164,13 +164,13 @@ class DraUpdate:
     ``devices``: a ResourceSlice or DeviceTaintRule added or changed (DeviceTaintRules
     reach kube-scheduler as slice updates); ``classes``: a DeviceClass added or changed;
     ``freed``: an allocated claim was deallocated or deleted (any pod may fit now);
-    ``claim``: the key of a claim created or whose status changed (its pods may fit).
+    ``changed``: the key of a claim created or whose status changed (its pods may fit).
     """
 
     devices: bool = False
     classes: bool = False
     freed: bool = False
-    claim: str = ""
+    changed: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,9 +305,9 @@ class DraStore:
         self.version += 1
         self._claim_moved(key, old, new)
         if old is not None and old.allocation is not None and new.allocation is None:
-            return DraUpdate(freed=True, claim=key)
+            return DraUpdate(freed=True, changed=key)
         if old is None or old.status != new.status or old.deleting != new.deleting:
-            return DraUpdate(claim=key)
+            return DraUpdate(changed=key)
         return DraUpdate()
 
     def load(self, docs: Iterable[Mapping[str, Any]]) -> None:

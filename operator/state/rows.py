@@ -162,11 +162,11 @@ class RowTracker(Generic[T]):
         """(name, previous, current) for every node whose entry changed; None for absent.
 
         Between rebuilds only rows the snapshot rewrote since the last look
-        are compared (``Snapshot.row_version``), so a cycle costs O(changed).
+        are compared (``Snapshot.rows_written_since``), so a cycle costs O(changed).
         """
         names = snapshot.names
         if not self.renumbered(snapshot, column):
-            rows = np.flatnonzero(snapshot.row_version > self.version).tolist()
+            rows = snapshot.rows_written_since(self.version)
             gone: list[str] = []
         else:
             rows = list(range(len(column)))

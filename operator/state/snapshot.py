@@ -10,6 +10,7 @@ name appears.
 
 from __future__ import annotations
 
+import bisect
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -67,11 +68,11 @@ class Snapshot:
         self.ports: list[Counter[HostPort]] = []
         self.resources: list[str] = list(BASE_RESOURCES)
         self.resource_index: dict[str, int] = {r: i for i, r in enumerate(self.resources)}
+        self.version = 0
         self._allocate(0)
         self._label_columns: dict[str, tuple[np.ndarray, MaskArray]] = {}
         self._feature_columns: dict[str, MaskArray] = {}
         self.pod_generation = 0
-        self.version = 0
         self.namespace_labels: dict[str, dict[str, str]] = {}
         # Rows under what-if edits that stand for the framework's AddPod/RemovePod on a
         # PreFilter state (preemption, nominated pods): row -> its pods before the edits.
@@ -99,6 +100,12 @@ class Snapshot:
         self.has_pods: MaskArray = np.zeros(n, dtype=bool)
         # The update that last wrote each row, so indexes can re-read only those rows.
         self.row_version: IntArray = np.zeros(n, dtype=np.int64)
+        # The same writes as a log, (version, row) in order, so an index that looked at
+        # ``version`` v finds the rows written since in O(written), not O(nodes): at 65,000
+        # nodes a scan of ``row_version`` per index per cycle was a tenth of a cycle.
+        # Versions up to ``log_floor`` have left the log (a rebuild, or the log's cap).
+        self.write_log: list[tuple[int, int]] = []
+        self.log_floor = self.version
 
     def __len__(self) -> int:
         return len(self.names)
@@ -170,9 +177,19 @@ class Snapshot:
         self.nodes[i] = node
         self.pods[i] = dict(state.pods)
         self.ports[i] = Counter(state.ports)
-        for r, col in self.resource_index.items():
-            self.allocatable[i, col] = node.allocatable.get(r, 0)
-            self.requested[i, col] = state.requested.get(r, 0)
+        # Zero the row, then write the node's own resources: a cluster whose device
+        # plugins name a resource per node has hundreds of columns, almost all 0 here.
+        index = self.resource_index
+        self.allocatable[i] = 0
+        self.requested[i] = 0
+        for r, amount in node.allocatable.items():
+            col = index.get(r)
+            if col is not None:
+                self.allocatable[i, col] = amount
+        for r, amount in state.requested.items():
+            col = index.get(r)
+            if col is not None:
+                self.requested[i, col] = amount
         self.max_pods[i] = node.allocatable.get("pods", 0)
         self.pod_count[i] = len(state.pods)
         self.nonzero_cpu[i] = state.nonzero_cpu
@@ -184,7 +201,7 @@ class Snapshot:
         self.tainted[i] = bool(node.taints)
         self.has_ports[i] = bool(state.ports)
         self.has_pods[i] = bool(state.pods)
-        self.row_version[i] = self.version
+        self._stamp(i)
 
     # -- what-if edits (preemption, nominated pods) --------------------------
     def edit_row(
@@ -250,8 +267,28 @@ class Snapshot:
         self.has_ports[i] = bool(ports)
         self.has_pods[i] = bool(pods)
         self.version += 1
-        self.row_version[i] = self.version
+        self._stamp(i)
         self.pod_generation += 1
+
+    def _stamp(self, i: int) -> None:
+        """Row ``i`` was written at the current version: in ``row_version`` and the log,
+        which is cut once it holds four writes per node (readers then scan the column)."""
+        self.row_version[i] = self.version
+        log = self.write_log
+        if len(log) >= 4 * len(self.names) + 64:
+            self.log_floor = log[-1][0]
+            log.clear()
+        log.append((self.version, i))
+
+    def rows_written_since(self, version: int) -> list[int]:
+        """The rows written after ``version``, each once, in row order (as a scan gives)."""
+        if version < self.log_floor:
+            return list(np.flatnonzero(self.row_version > version).tolist())
+        log = self.write_log
+        start = bisect.bisect_right(log, (version, len(self.names)))
+        if start == len(log):
+            return []
+        return sorted({row for _, row in log[start:]})
 
     # -- queries -------------------------------------------------------------
     def all_nodes(self) -> IndexArray:
