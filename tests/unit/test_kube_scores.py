@@ -82,6 +82,28 @@ def test_the_cycle_between_marks_is_the_decision(tmp_path: Path) -> None:
         log.cycle("ns", "other", asked, seen)
 
 
+@pytest.mark.parametrize(
+    ("scores", "tied"),
+    [({"a": 300, "b": 250}, False), ({"a": 300, "b": 300, "c": 10}, True), ({}, False)],
+)
+def test_tied(scores: dict[str, int], tied: bool) -> None:
+    assert Scoring(0, scores).tied() is tied
+
+
+def test_a_pod_group_member_cycle_is_a_cycle(tmp_path: Path) -> None:
+    path = tmp_path / "kube-scheduler.log"
+    log = KubeLog(path)
+    _write(path, _attempt("ns/early"))
+    start = log.mark()
+    member = '"Attempting to schedule a pod belonging to a pod group" podGroup="ns/g" pod="ns/m0"'
+    _write(path, member, _score("ns/m0", "a", 50), _score("ns/m0", "b", 50))
+    _write(path, '"Attempting to schedule pod group" podGroup="ns/g"', member)
+    cycles = log.cycles("ns", "m0", start)
+    assert [c.scores for c in cycles] == [{"a": 50, "b": 50}, {}]
+    assert cycles[0].tied()
+    assert log.cycles("ns", "early", start) == []
+
+
 async def test_events_count_only_after_the_mark(tmp_path: Path) -> None:
     path = tmp_path / "kube-scheduler.log"
     _write(path, '"Add event for node" node="n1"')
@@ -103,3 +125,19 @@ def test_a_scheduled_pod_group_is_found_by_its_key(tmp_path: Path) -> None:
     assert log.logged(GROUP_SCHEDULED, "ns/g1", mark)
     assert not log.logged(GROUP_SCHEDULED, "ns/g2", mark)
     assert not log.logged(GROUP_SCHEDULED, "ns/g1", log.mark())
+
+
+def test_member_order_is_the_last_group_cycles(tmp_path: Path) -> None:
+    """The last cycle's members in the order it attempted them; a member it did not reach
+    (its earlier cycle is before the group cycle) is left out."""
+    path = tmp_path / "kube-scheduler.log"
+    path.touch()
+    log = KubeLog(path)
+    group = '"Running a pod group scheduling algorithm" podGroup="ns/g" unscheduledPodsCount=3'
+    member = '"Attempting to schedule a pod belonging to a pod group" podGroup="ns/g" pod="ns/{}"'
+    assert log.member_order("ns", "g", ["m0"]) == []
+    for order in (("m0", "m1", "m2"), ("m2", "m0")):
+        _write(path, group)
+        for name in order:
+            _write(path, member.format(name))
+    assert log.member_order("ns", "g", ["m0", "m1", "m2"]) == ["m2", "m0"]

@@ -137,3 +137,64 @@ def generate_group_preemption(seed: int) -> GroupPreemptionScenario:
     scenario.preemptor_members = [rng.choice(sizes) for _ in range(count)]
     scenario.preemptor_min_count = rng.randint(1, count)
     return scenario
+
+
+@dataclass
+class SharedClaimScenario:
+    """2-3 nodes of distinct sizes (so that kube-scheduler's scores seldom tie) with 0-3
+    devices each; a gang of 2-4 members that all name one claim for a device (last in
+    each pod's claims), some also a claim of their own. The shared claim pins every member
+    to the node of its device, so cpu or devices there often run out and the gang does
+    not fit. Members that do not fit leave nothing held.
+    """
+
+    seed: int
+    node_cpus: list[int] = field(default_factory=list)
+    node_devices: list[int] = field(default_factory=list)
+    # millicpu of each member, and whether it also has a claim of its own.
+    members: list[tuple[int, bool]] = field(default_factory=list)
+    min_count: int = 2
+
+
+def generate_shared_claims(seed: int) -> SharedClaimScenario:
+    rng = random.Random(seed)
+    scenario = SharedClaimScenario(seed)
+    count = rng.randint(2, 3)
+    scenario.node_cpus = rng.sample((2, 3, 4, 6), count)
+    scenario.node_devices = [rng.randint(0, 3) for _ in range(count)]
+    if not any(scenario.node_devices):
+        scenario.node_devices[0] = 1
+    size = rng.randint(2, 4)
+    scenario.members = [(rng.choice((500, 1000, 1500)), rng.random() < 0.4) for _ in range(size)]
+    scenario.min_count = rng.randint(max(1, size - 1), size)
+    return scenario
+
+
+@dataclass
+class VolumeGangScenario:
+    """2-3 nodes with 0-2 local PVs each (WaitForFirstConsumer, no provisioner, all of one
+    size); a gang of 2-4 members, each with a claim of its own or, now and then, the claim
+    of an earlier member. Each PV reaches one node, so the members spread over the nodes
+    with a free PV (those sharing a claim over its PV's node), and the gang does not fit
+    when PVs, or cpu where the PVs are, run out.
+    """
+
+    seed: int
+    node_cpus: list[int] = field(default_factory=list)
+    node_pvs: list[int] = field(default_factory=list)
+    members: list[int] = field(default_factory=list)  # millicpu of each member
+    claims: list[int] = field(default_factory=list)  # the claim (index) of each member
+    min_count: int = 2
+
+
+def generate_volume_gangs(seed: int) -> VolumeGangScenario:
+    rng = random.Random(seed)
+    scenario = VolumeGangScenario(seed)
+    count = rng.randint(2, 3)
+    scenario.node_cpus = [rng.choice((2, 4)) for _ in range(count)]
+    scenario.node_pvs = [rng.randint(0, 2) for _ in range(count)]
+    size = rng.randint(2, 4)
+    scenario.members = [rng.choice((500, 1000, 1500)) for _ in range(size)]
+    scenario.claims = [rng.randrange(i) if i and rng.random() < 0.3 else i for i in range(size)]
+    scenario.min_count = rng.randint(max(1, size - 1), size)
+    return scenario

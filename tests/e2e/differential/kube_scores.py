@@ -26,6 +26,7 @@ from pathlib import Path
 from podium.devcluster.objects import wait_for
 
 ATTEMPT = "Attempting to schedule pod"
+MEMBER_ATTEMPT = "Attempting to schedule a pod belonging to a pod group"  # -v=4
 SCORE = "Calculated node's final score for pod"
 BOUND = "Successfully bound pod to node"
 HINT = "OpportunisticBatch provided node hint"
@@ -36,6 +37,7 @@ POD_QUEUED = "Add event for unscheduled pod"
 POD_UPDATED = "Update event for scheduled pod"
 POD_DELETED = "Delete event for scheduled pod"
 GROUP_SCHEDULED = "Successfully scheduled a pod group"
+GROUP_CYCLE = "Running a pod group scheduling algorithm"  # -v=5
 _EVENTS = (
     NODE_ADDED,
     NODE_DELETED,
@@ -44,12 +46,14 @@ _EVENTS = (
     POD_UPDATED,
     POD_DELETED,
     GROUP_SCHEDULED,
+    GROUP_CYCLE,
 )
 _LINE = re.compile(
     '"(?P<msg>'
-    + "|".join(re.escape(m) for m in (ATTEMPT, SCORE, BOUND, HINT, *_EVENTS))
+    + "|".join(re.escape(m) for m in (MEMBER_ATTEMPT, ATTEMPT, SCORE, BOUND, HINT, *_EVENTS))
     + ')"(?P<rest>.*)'
 )
+_CLOCK = re.compile(r"[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ")
 _PAIR = re.compile(r'(\w+)=("(?:[^"\\]|\\.)*"|\S+)')
 
 
@@ -62,6 +66,13 @@ class Scoring:
     bound: str = ""  # from the bind line, which may come after the decision is seen
     feasible: int = 0
     hinted: bool = False  # opportunistic batching reused an earlier pod's scores
+    time: float = 0.0  # seconds since midnight of the cycle's first line (klog's header)
+
+    def tied(self) -> bool:
+        """Whether more than one node holds the top score: kube-scheduler's pick among
+        them is random (the heap's layout over its Filter goroutines' finds)."""
+        top = max(self.scores.values(), default=None)
+        return sum(1 for score in self.scores.values() if score == top) > 1
 
     def unique_best(self, node: str) -> str:
         """``node`` if kube-scheduler's scores make it the single best, else ''.
@@ -121,8 +132,12 @@ class KubeLog:
             self._events[(msg, subject)] = offset
             return
         cycles = self._cycles.setdefault(pairs["pod"], [])
-        if msg == ATTEMPT:
-            cycles.append(Scoring(start=offset))
+        if msg in (ATTEMPT, MEMBER_ATTEMPT):
+            clock = _CLOCK.match(line)  # klog's header: "I1206 01:44:24.156865 ..."
+            when = 0.0
+            if clock:
+                when = int(clock[1]) * 3600 + int(clock[2]) * 60 + float(clock[3])
+            cycles.append(Scoring(start=offset, time=when))
         elif not cycles:
             return
         elif msg == HINT:
@@ -161,10 +176,41 @@ class KubeLog:
         except TimeoutError:
             raise TimeoutError(f"kube-scheduler never logged {missing()}") from None
 
+    def offset(self, message: str, subject: str) -> int:
+        """Where kube-scheduler last logged the (message, object) event; -1 if never."""
+        self._read()
+        return self._events.get((message, subject), -1)
+
     def logged(self, message: str, subject: str, after: int) -> bool:
         """Whether kube-scheduler logged the (message, object) event since ``after``."""
         self._read()
         return self._events.get((message, subject), -1) >= after
+
+    def cycles(self, namespace: str, name: str, after: int) -> list[Scoring]:
+        """Every scheduling cycle of the pod begun since ``after``, a pod group's
+        member cycles included (podGroupPodSchedulingAlgorithm logs its own start)."""
+        self._read()
+        return [c for c in self._cycles.get(f"{namespace}/{name}", []) if c.start >= after]
+
+    def member_order(self, namespace: str, group: str, members: Iterable[str]) -> list[str]:
+        """The members the pod group's last cycle attempted, in its order.
+
+        schedulePodGroupAlgorithm walks its queued members sorted by
+        PodGroupMemberPodsOrderingFunc: priority, then attempts, then the time each
+        was queued, which after a failed cycle is the order its event handlers moved
+        them back, not their creation order. It stops at the first member after which
+        minCount can no longer be met, so later members are missing here.
+        """
+        self._read()
+        began = self._events.get((GROUP_CYCLE, f"{namespace}/{group}"), -1)
+        if began < 0:
+            return []
+        starts = [
+            (cycles[-1].start, name)
+            for name in members
+            if (cycles := self._cycles.get(f"{namespace}/{name}")) and cycles[-1].start > began
+        ]
+        return [name for _, name in sorted(starts)]
 
     def cycle(self, namespace: str, name: str, after: int, before: int) -> Scoring:
         """The pod's last scheduling cycle begun between two marks.
