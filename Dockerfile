@@ -15,7 +15,8 @@ ENV PIP_NO_CACHE_DIR=1 \
 WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY operator/ operator/
-RUN pip wheel --wheel-dir /wheels .
+# The tracing extra: podium run --tracing-endpoint (docs/tracing.md).
+RUN pip wheel --wheel-dir /wheels '.[tracing]'
 
 # ---- runtime ---------------------------------------------------------------------
 FROM python:3.11-slim
@@ -32,7 +33,7 @@ RUN groupadd --system --gid 65532 podium \
 # Install from the wheels only (no network at this step). pip compiles the bytecode
 # now, as root, because the root filesystem is read-only at run time.
 RUN --mount=type=bind,from=build,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels podium
+    pip install --no-index --find-links /wheels 'podium[tracing]'
 
 # Nothing may try to write .pyc files at run time.
 ENV PYTHONDONTWRITEBYTECODE=1

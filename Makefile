@@ -50,7 +50,7 @@ testtools:
 	hack/test-tools.sh
 
 test: controlplane e2esuite testtools lint typecheck
-	$(PY) -m pytest tests examples -q -ra $(PYTEST_ARGS)
+	$(PY) -m pytest tests examples -q -ra --durations=25 $(PYTEST_ARGS)
 
 bench: controlplane
 	$(PY) -m bench $(BENCH_ARGS)

@@ -102,6 +102,19 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="never consider evicting pods, in any profile (for RBAC without pods delete)",
     )
+    run.add_argument(
+        "--tracing-endpoint",
+        metavar="URL",
+        help="send OpenTelemetry traces of scheduling attempts to this OTLP/HTTP receiver, "
+        "such as http://otel-collector:4318 (docs/tracing.md; needs podium[tracing]); "
+        "default: no tracing",
+    )
+    run.add_argument(
+        "--tracing-sampling",
+        metavar="RATIO",
+        help="share of scheduling attempts traced, from 0 to 1 (parent-based ratio "
+        "sampler; default 1 with --tracing-endpoint)",
+    )
     run.add_argument("--log-format", choices=("json", "console"), default="json")
     run.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
 
@@ -209,6 +222,10 @@ def _run(args: argparse.Namespace) -> int:
     if args.leader_elect and not args.retry_period < args.renew_deadline < args.lease_duration:
         print("podium: need --retry-period < --renew-deadline < --lease-duration", file=sys.stderr)
         return 2
+    problem = _start_tracing(args.tracing_endpoint, args.tracing_sampling)
+    if problem:
+        print(f"podium: {problem}", file=sys.stderr)
+        return 2
     configure_logging(args.log_format, args.log_level)
     lease = (
         LeaseSettings(
@@ -254,6 +271,26 @@ def _run(args: argparse.Namespace) -> int:
     except FileNotFoundError as exc:
         print(f"podium: {exc}", file=sys.stderr)
         return 1
+    finally:
+        if args.tracing_endpoint is not None:
+            from podium import tracing
+
+            tracing.shutdown()  # sends the spans still batched
+
+
+def _start_tracing(endpoint: str | None, sampling: str | None) -> str:
+    """Turn tracing on when ``--tracing-endpoint`` is given; what is wrong, else ''."""
+    if endpoint is None:
+        return "--tracing-sampling needs --tracing-endpoint" if sampling is not None else ""
+    from podium import tracing
+
+    try:
+        url = tracing.parse_endpoint(endpoint)
+        ratio = tracing.parse_sampling("1" if sampling is None else sampling)
+        tracing.configure(ratio, url)
+    except tracing.TracingError as exc:
+        return str(exc)
+    return ""
 
 
 def _plugins() -> int:

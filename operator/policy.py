@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from podium.algorithms import EXTENSIONS, FILTERS, SCORES
+from podium.algorithms.default_preemption import DefaultPreemption
 from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "PolicyError", "build_profile", "default_profile"]
@@ -167,12 +168,16 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         raise PolicyError(
             "spec.gangScheduling and spec.topologyAwareWorkloadScheduling must be booleans"
         )
+    batching = spec.get("opportunisticBatching", True)
+    if not isinstance(batching, bool):
+        raise PolicyError("spec.opportunisticBatching must be a boolean")
     shadow_of = shadow_target(spec, scheduler_name, mode)
     return Profile(
         scheduler_name=scheduler_name,
         filters=filters,
         scores=scores,
         extensions=extensions,
+        post_filters=[DefaultPreemption(plugin_args("DefaultPreemption"))],
         percentage_of_nodes_to_score=_int(spec, "percentageOfNodesToScore", 0),
         initial_backoff=float(initial),
         max_backoff=float(maximum),
@@ -188,6 +193,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         shadow_of=shadow_of,
         gang_scheduling=gang,
         topology_aware_workloads=topology,
+        opportunistic_batching=batching,
     )
 
 

@@ -39,6 +39,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         "--soak", action="store_true", default=False, help="also run long tests marked soak"
     )
     group.addoption(
+        "--chart-rbac",
+        action="store_true",
+        default=False,
+        help="run every e2e test's Podium as the Helm chart's ServiceAccount, under its "
+        "ClusterRole only; the session fails if the API server refused one of its writes",
+    )
+    group.addoption(
         "--scenarios",
         type=int,
         default=200,

@@ -352,6 +352,12 @@ class Overbooking:
         )
 
 
+def _served_by_claim(pod: Pod) -> set[str]:
+    """The extended resources the pod's status says its ResourceClaim serves."""
+    status = (pod.get("status") or {}).get("extendedResourceClaimStatus") or {}
+    return {str(m.get("resourceName")) for m in status.get("requestMappings") or []}
+
+
 def overbookings(nodes: Iterable[Node], pods: Iterable[Pod]) -> list[Overbooking]:
     """Resources over allocatable on some node because a scheduler placed a pod there.
 
@@ -375,7 +381,14 @@ def overbookings(nodes: Iterable[Node], pods: Iterable[Pod]) -> list[Overbooking
         prebound: dict[str, int] = {}
         asked: dict[str, list[str]] = {}
         for pod in placed:
-            amounts = {key: n for key, n in pod_resource(pod).items() if key != "pods"}
+            # DRA-backed extended resources come from the pod's claim, not allocatable
+            # (NodeResourcesFit's shouldDelegateResourceToDRA).
+            served = _served_by_claim(pod)
+            amounts = {
+                key: n
+                for key, n in pod_resource(pod).items()
+                if key != "pods" and key not in served
+            }
             amounts["pods"] = 1
             by_scheduler = bound_by_scheduler(pod)
             for key, amount in amounts.items():

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from podium.algorithms.node_resources_fit import requested_and_allocatable, resource_weights
+from podium.framework import signers
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -15,6 +16,7 @@ from podium.framework.plugin import (
     IndexArray,
     IntArray,
     ScorePlugin,
+    SignFragments,
 )
 from podium.framework.registry import register
 
@@ -25,6 +27,11 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
     description = "Prefers nodes where cpu and memory would be used in equal fractions."
     default_weight = 1
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_ALLOCATABLE
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """BalancedAllocation.SignPod: the pod's requests."""
+        pod = cycle.pod
+        return {signers.RESOURCES: pod.requests}
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

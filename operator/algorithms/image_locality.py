@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from podium.framework import signers
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -26,6 +27,7 @@ from podium.framework.plugin import (
     IndexArray,
     IntArray,
     ScorePlugin,
+    SignFragments,
 )
 from podium.framework.registry import register
 from podium.kube.objects import PodInfo, normalize_image
@@ -130,6 +132,20 @@ class ImageLocality(ScorePlugin):
     )
     default_weight = 1
     events = ClusterEvent(0)  # a score never rejects a node
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """ImageLocality.SignPod: the distinct normalised images of the containers and
+        init containers, sorted."""
+        pod = cycle.pod
+        spec = pod.raw.get("spec")
+        spec = spec if isinstance(spec, Mapping) else {}
+        names = set()
+        for part in ("containers", "initContainers"):
+            containers = spec.get(part)
+            for container in containers if isinstance(containers, list) else []:
+                image = container.get("image") if isinstance(container, Mapping) else None
+                names.add(normalize_image(str(image or "")))
+        return {signers.IMAGE_NAMES: sorted(names)}
 
     def score(self, cycle: Cycle, nodes: IndexArray) -> IntArray:
         snap = cycle.snapshot

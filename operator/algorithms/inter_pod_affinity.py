@@ -55,6 +55,7 @@ from podium.algorithms.affinity_terms import (
     merge_namespaces,
     parse_pod_affinity,
 )
+from podium.framework import signers
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -66,9 +67,11 @@ from podium.framework.plugin import (
     PreFilterResult,
     Rejection,
     ScorePlugin,
+    SignFragments,
 )
 from podium.framework.registry import register
 from podium.kube.labels import EXISTS, IN, Selector
+from podium.kube.objects import PodInfo
 from podium.state.rows import RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
@@ -358,6 +361,18 @@ class InterPodAffinity(FilterPlugin, ScorePlugin):
         | ClusterEvent.NODE_ADD
         | ClusterEvent.NODE_LABEL
     )
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """InterPodAffinity.SignPod: pods with pod (anti-)affinity are unsignable; others
+        sign with their labels, which existing pods' terms may match, unless
+        ignorePreferredTermsOfExistingPods is set."""
+        pod = cycle.pod
+        affinity = pod.affinity
+        if affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None:
+            return None
+        if self.ignore_existing_preferred:
+            return {}
+        return {signers.LABELS: pod.labels}
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

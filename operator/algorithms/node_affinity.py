@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from podium.framework import signers
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -25,6 +26,7 @@ from podium.framework.plugin import (
     PreFilterResult,
     Rejection,
     ScorePlugin,
+    SignFragments,
     default_normalize,
 )
 from podium.framework.registry import register
@@ -228,6 +230,14 @@ class NodeAffinity(FilterPlugin, ScorePlugin):
     )
     default_weight = 2
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_LABEL
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """NodeAffinity.SignPod: the node affinity terms and the nodeSelector."""
+        pod = cycle.pod
+        return {
+            signers.NODE_AFFINITY: signers.node_affinity_signer(pod),
+            signers.NODE_SELECTOR: pod.node_selector,
+        }
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

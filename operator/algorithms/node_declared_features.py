@@ -29,7 +29,15 @@ from typing import Any
 
 import numpy as np
 
-from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework import signers
+from podium.framework.plugin import (
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    IndexArray,
+    Rejection,
+    SignFragments,
+)
 from podium.framework.registry import register
 
 __all__ = [
@@ -113,6 +121,11 @@ class NodeDeclaredFeatures(FilterPlugin):
         "(e.g. RestartAllContainersOnContainerExits for a RestartAllContainers restart rule)."
     )
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_DECLARED_FEATURES
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """NodeDeclaredFeatures.SignPod: the features the pod needs from its node."""
+        pod = cycle.pod
+        return {signers.FEATURES: sorted(required_features(pod.raw))}
 
     def pre_filter(self, cycle: Cycle) -> None:
         _needs(cycle)

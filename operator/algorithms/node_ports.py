@@ -13,7 +13,15 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework import signers
+from podium.framework.plugin import (
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    IndexArray,
+    Rejection,
+    SignFragments,
+)
 from podium.framework.registry import register
 from podium.kube.objects import HostPort
 
@@ -45,6 +53,11 @@ class NodePorts(FilterPlugin):
     name = "NodePorts"
     description = "Rejects nodes where one of the pod's hostPorts is already taken."
     events = ClusterEvent.NODE_ADD | ClusterEvent.ASSIGNED_POD_DELETE
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """NodePorts.SignPod: the host port numbers."""
+        pod = cycle.pod
+        return {signers.HOST_PORTS: signers.host_ports_signer(pod)}
 
     def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
         wanted = cycle.pod.host_ports

@@ -9,6 +9,11 @@ container without a request, even when it sets pod-level requests: Go's
 ``NewFit`` never sets its scorer's ``enablePodLevelResources`` (only
 BalancedAllocation's does), so ``calculatePodResourceRequest`` skips them.
 Scalar resources the pod does not ask for are left out of the score.
+
+DRA-backed extended resources (``shouldDelegateResourceToDRA``): on a node whose
+allocatable for the resource is zero, a resource some DeviceClass backs is left to
+DynamicResources, which allocates devices for it; device-plugin capacity is counted
+here as before. A DeviceClass added or changed wakes the pods Fit rejected.
 """
 
 from __future__ import annotations
@@ -18,6 +23,12 @@ from typing import Any
 
 import numpy as np
 
+from podium.algorithms.dynamic_resources.extended import (
+    delegated,
+    is_dra_extended_name,
+    resolver,
+)
+from podium.framework import signers
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -27,6 +38,7 @@ from podium.framework.plugin import (
     IntArray,
     Rejection,
     ScorePlugin,
+    SignFragments,
 )
 from podium.framework.registry import register
 from podium.kube.resource_names import is_extended_resource, is_scalar_resource
@@ -110,7 +122,22 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         | ClusterEvent.NODE_ALLOCATABLE
         | ClusterEvent.ASSIGNED_POD_DELETE
         | ClusterEvent.ASSIGNED_POD_SCALE_DOWN
+        | ClusterEvent.DEVICE_CLASS
     )
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """Fit.SignPod: the pod's requests (computePodResourceRequest); a pod asking a
+        resource that a DeviceClass backs is unsignable (shouldDelegateResourceToDRA with
+        no node: the class alone decides), so DRA-backed extended resources never batch."""
+        pod = cycle.pod
+        asked = [
+            name for name, amount in pod.requests.items() if amount and is_dra_extended_name(name)
+        ]
+        if asked:
+            classes = resolver(cycle.snapshot.dra.classes)
+            if any(name in classes for name in asked):
+                return None
+        return {signers.RESOURCES: pod.requests}
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)
@@ -136,12 +163,14 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
         full = snap.pod_count[nodes] >= snap.max_pods[nodes]
         if np.count_nonzero(full):
             out.append(Rejection(TOO_MANY_PODS, full))
+        classes: dict[str, str] | None = None
         for resource, amount in cycle.pod.requests.items():
             if amount <= 0 or self._ignored(resource):
                 continue
             col = snap.resource_column(resource)
             if col is None:
                 mask = over = np.ones(len(nodes), dtype=bool)
+                allocatable = np.zeros(len(nodes), dtype=np.int64)
             else:
                 allocatable = snap.allocatable[:, col][nodes]
                 mask = amount > allocatable - snap.requested[:, col][nodes]
@@ -149,6 +178,14 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
                     # Fits everywhere: the common case, decided without the masks below.
                     continue
                 over = amount > allocatable
+            if is_dra_extended_name(resource):
+                if classes is None:
+                    classes = resolver(snap.dra.classes)
+                if resource in classes:
+                    # Delegated to DynamicResources where no device plugin offers it.
+                    mask = mask & (allocatable > 0)
+                    if not mask.any():
+                        continue
             # More than the node's whole allocatable: evicting pods cannot help.
             reason = f"Insufficient {resource}"
             if (mask & over).any():
@@ -167,7 +204,11 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
             free = (
                 0 if col is None else int(snap.allocatable[node, col] - snap.requested[node, col])
             )
-            if amount > 0 and amount > free and not self._ignored(resource):
+            have = 0 if col is None else int(snap.allocatable[node, col])
+            to_dra = is_dra_extended_name(resource) and delegated(
+                resource, have, resolver(snap.dra.classes)
+            )
+            if amount > 0 and amount > free and not self._ignored(resource) and not to_dra:
                 parts.append(
                     f"needs {format_amount(resource, amount)} {resource}, "
                     f"{format_amount(resource, max(free, 0))} free"

@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
+from podium.framework import signers
+from podium.framework.plugin import (
+    ClusterEvent,
+    Cycle,
+    FilterPlugin,
+    IndexArray,
+    Rejection,
+    SignFragments,
+)
 from podium.framework.registry import register
 from podium.kube.objects import Taint
 
@@ -15,6 +23,11 @@ class NodeUnschedulable(FilterPlugin):
     name = "NodeUnschedulable"
     description = "Rejects nodes with spec.unschedulable unless the pod tolerates the cordon."
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_TAINT
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """NodeUnschedulable.SignPod: the tolerations."""
+        pod = cycle.pod
+        return {signers.TOLERATIONS: signers.tolerations_signer(pod)}
 
     def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
         if any(t.tolerates(_CORDON) for t in cycle.pod.tolerations):

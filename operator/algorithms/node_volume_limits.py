@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from podium.framework import signers
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -19,6 +20,7 @@ from podium.framework.plugin import (
     IndexArray,
     PreFilterResult,
     Rejection,
+    SignFragments,
 )
 from podium.framework.registry import register
 from podium.kube.objects import PodInfo
@@ -54,6 +56,11 @@ class NodeVolumeLimits(FilterPlugin):
     name = "NodeVolumeLimits"
     description = "Rejects nodes where the pod's new CSI volumes would exceed the driver's limit."
     events = ClusterEvent.NODE_ADD | ClusterEvent.ASSIGNED_POD_DELETE | ClusterEvent.VOLUME
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """CSILimits.SignPod: the volumes but configMaps and secrets."""
+        pod = cycle.pod
+        return {signers.VOLUMES: signers.volumes_signer(pod)}
 
     def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
         cycle.state[_STATE] = csi_volumes(cycle.snapshot.volumes, cycle.pod)

@@ -46,10 +46,11 @@ from podium.framework.plugin import (
     PreFilterResult,
     Rejection,
     ScorePlugin,
+    SignFragments,
 )
 from podium.framework.registry import register
 from podium.kube.labels import Selector, parse_label_selector, selector_from_set
-from podium.kube.objects import Taint
+from podium.kube.objects import PodInfo, Taint
 from podium.state.rows import LabelCodes, RowTracker, label_codes, same_pods, snapshot_cache
 
 if TYPE_CHECKING:
@@ -314,6 +315,19 @@ class PodTopologySpread(FilterPlugin, ScorePlugin):
         | ClusterEvent.NODE_LABEL
         | ClusterEvent.NODE_TAINT
     )
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """PodTopologySpread.SignPod: a pod with constraints of its own, or any pod when
+        the plugin has default constraints (the System defaults included), is unsignable;
+        so batching never fires in kube-scheduler's default profile."""
+        pod = cycle.pod
+        if pod.topology_spread or self.defaults:
+            return None
+        return {}
+
+    def signs_no_pod(self) -> bool:
+        """Default constraints (the System ones included) make every pod unsignable."""
+        return bool(self.defaults)
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

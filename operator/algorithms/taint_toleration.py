@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from podium.framework import signers
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -12,6 +13,7 @@ from podium.framework.plugin import (
     IntArray,
     Rejection,
     ScorePlugin,
+    SignFragments,
     default_normalize,
 )
 from podium.framework.registry import register
@@ -38,6 +40,11 @@ class TaintToleration(FilterPlugin, ScorePlugin):
     )
     default_weight = 3
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_TAINT
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """TaintToleration.SignPod: the tolerations."""
+        pod = cycle.pod
+        return {signers.TOLERATIONS: signers.tolerations_signer(pod)}
 
     def filter(self, cycle: Cycle, nodes: IndexArray) -> list[Rejection]:
         snap = cycle.snapshot

@@ -18,7 +18,15 @@ import numpy as np
 
 from podium.algorithms.no_disk_conflict import REASON as DISK_REASON
 from podium.algorithms.no_disk_conflict import NoDiskConflict
-from podium.framework.plugin import ClusterEvent, Cycle, IndexArray, PreFilterResult, Rejection
+from podium.framework import signers
+from podium.framework.plugin import (
+    ClusterEvent,
+    Cycle,
+    IndexArray,
+    PreFilterResult,
+    Rejection,
+    SignFragments,
+)
 from podium.framework.registry import register
 
 RWOP = "ReadWriteOncePod"
@@ -54,6 +62,11 @@ class VolumeRestrictions(NoDiskConflict):
         | ClusterEvent.ASSIGNED_POD_UPDATE
         | ClusterEvent.VOLUME
     )
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """VolumeRestrictions.SignPod: the volumes but configMaps and secrets."""
+        pod = cycle.pod
+        return {signers.VOLUMES: signers.volumes_signer(pod)}
 
     def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
         pod = cycle.pod

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from podium.framework import signers
 from podium.framework.plugin import (
     ClusterEvent,
     Cycle,
@@ -21,6 +22,7 @@ from podium.framework.plugin import (
     IndexArray,
     PreFilterResult,
     Rejection,
+    SignFragments,
 )
 from podium.framework.registry import register
 from podium.state.volumes import pod_claims
@@ -55,6 +57,11 @@ class VolumeZone(FilterPlugin):
         "Rejects nodes outside the zone or region of the PVs the pod's claims are bound to."
     )
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_LABEL | ClusterEvent.VOLUME
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """VolumeZone.SignPod: the volumes but configMaps and secrets."""
+        pod = cycle.pod
+        return {signers.VOLUMES: signers.volumes_signer(pod)}
 
     def pre_filter(self, cycle: Cycle) -> PreFilterResult | None:
         pod = cycle.pod

@@ -2,8 +2,9 @@
 
 The Dockerfile describes the image for users with Docker; this builds the same
 image here: a Debian minbase root filesystem with python3 (debootstrap, from
-Debian's packages via hack/node-tools.sh), Podium and its dependencies installed
-from wheels (`pip wheel .`), user 65532:65532, entrypoint `podium`, command `run`.
+Debian's packages via hack/node-tools.sh), Podium with its tracing extra and its
+dependencies installed from wheels (`pip wheel .[tracing]`), user 65532:65532,
+entrypoint `podium`, command `run`.
 The entrypoint is a Python script, so nothing needs a shell at run time.
 
 Two layers: the base root filesystem, cached by debootstrap's version, the suite
@@ -35,6 +36,8 @@ IMAGE_REPOSITORY = "podium"
 USER = "65532:65532"
 ENTRYPOINT = ("podium",)
 CMD = ("run",)
+# The optional features the image carries: tracing (docs/tracing.md), as the Dockerfile's.
+EXTRAS = "[tracing]"
 ENV = (
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
     "PYTHONUNBUFFERED=1",
@@ -168,9 +171,12 @@ def _wheels(dest: Path) -> None:
             ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
         )
         _run(
-            [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(dest), str(src)],
+            [
+                sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(dest),
+                f"{src}{EXTRAS}",
+            ],
             "pip wheel .",
-        )
+        )  # fmt: skip
 
 
 def write_sbom(site: Path, dest: Path) -> None:
@@ -210,7 +216,7 @@ def _podium_layer(rootfs: Path, wheels: Path, dest: Path, sbom: Path) -> None:
         _run(
             [
                 sys.executable, "-m", "pip", "install", "--quiet", "--no-index",
-                "--find-links", str(wheels), "--target", str(site), "podium",
+                "--find-links", str(wheels), "--target", str(site), f"podium{EXTRAS}",
             ],
             "pip install podium into the image",
         )  # fmt: skip

@@ -12,9 +12,17 @@ import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
+from podium.framework.batch import (
+    BatchStats,
+    OpportunisticBatch,
+    SortedNodes,
+    heap_top,
+    sign_pod,
+)
 from podium.framework.plugin import Cycle, IndexArray, IntArray
 from podium.framework.probe import PluginStats
 from podium.framework.profile import Profile
@@ -90,6 +98,10 @@ class Placement:
     score_seconds: float = 0.0
     # The filters' Diagnosis on success too, for decision records' rejection counts.
     filtered: Diagnosis | None = None
+    # The heap of scored nodes less the chosen one, kept when the pod has a signature.
+    ranked: SortedNodes | None = None
+    # The opportunistic batch's hint this cycle tried first ("" if none).
+    hint: str = ""
 
 
 def num_feasible_nodes_to_find(percentage: int, total: int) -> int:
@@ -104,13 +116,24 @@ def num_feasible_nodes_to_find(percentage: int, total: int) -> int:
 
 
 class Scheduler:
-    """Holds the round-robin start index that successive cycles share."""
+    """Holds what successive cycles share: the round-robin start index (Go's
+    nextStartNodeIndex) and each profile's opportunistic batch."""
 
     def __init__(self, rng: random.Random | None = None) -> None:
         self.next_start = 0
         self.rng = rng or random.Random()
-        # Set by the scheduling loop, which drains it into /metrics; None records nothing.
+        # Set by the scheduling loop, which drains them into /metrics; None records nothing.
         self.plugin_stats: PluginStats | None = None
+        self.batch_stats: BatchStats | None = None
+        self.batches: dict[str, OpportunisticBatch] = {}
+
+    def batch(self, profile: Profile) -> OpportunisticBatch:
+        """The profile's batch (Go's frameworkImpl.batch), made on first use."""
+        batch = self.batches.get(profile.scheduler_name)
+        if batch is None:
+            batch = OpportunisticBatch(profile.scheduler_name, self.batch_stats)
+            self.batches[profile.scheduler_name] = batch
+        return batch
 
     def schedule(
         self,
@@ -122,6 +145,8 @@ class Scheduler:
         nominated: Nominated | None = None,
         nominated_node: str = "",
         within: frozenset[str] | None = None,
+        cycle_count: int | None = None,
+        group: dict[str, Any] | None = None,
     ) -> Placement:
         return schedule(
             profile,
@@ -132,6 +157,8 @@ class Scheduler:
             nominated=nominated,
             nominated_node=nominated_node,
             within=within,
+            cycle_count=cycle_count,
+            group=group,
         )
 
 
@@ -314,16 +341,25 @@ def schedule(
     nominated: Nominated | None = None,
     nominated_node: str = "",
     within: frozenset[str] | None = None,
+    cycle_count: int | None = None,
+    group: dict[str, Any] | None = None,
 ) -> Placement:
     """One cycle; ``nominated`` pods reserve room while filters run (not while scoring),
     on their own nodes only (``filter_with_nominated``).
 
     ``within`` (a pod-group trial, Go's AssumePlacement) limits the candidate nodes
     only: every plugin still sees the whole cluster, as PreFilter does in Go.
+
+    ``cycle_count`` is the queue's scheduling cycle (Go's CurrentCycle) of a live
+    single-pod cycle: with it the profile's opportunistic batch takes part
+    (``framework/batch.py``); without it (dry runs, pod-group trials) it does not.
+
+    ``group`` is the state the members of one pod-group cycle share (``Cycle.group``).
     """
     total = len(snapshot)
     stats = state.plugin_stats
-    cycle = Cycle(pod, snapshot, probe=stats.probe(profile.scheduler_name) if stats else None)
+    probe = stats.probe(profile.scheduler_name) if stats else None
+    cycle = Cycle(pod, snapshot, probe=probe, group=group)
     diagnosis = Diagnosis(
         num_all_nodes=total if within is None else len(within),
         status=np.full(total, UNSEEN, dtype=np.int8),
@@ -346,22 +382,40 @@ def schedule(
     prefilter_seconds = filter_started - prefilter_started
     held = nominated_rows(snapshot, pod, nominated)
     node = nominated_node or pod.nominated_node
-    row = snapshot.index.get(node) if node else None
-    if row is not None and (within is None or node in within):
-        # evaluateNominatedNode: the node an earlier preemption freed is tried first.
+    batch = signature = None
+    hint = ""
+    if cycle_count is not None and within is None and profile.opportunistic_batching:
+        batch = state.batch(profile)
+        signature = sign_pod(profile, cycle)
+
+        def feasible(row: int) -> bool:
+            return run_filters(profile, cycle, np.array([row], dtype=np.intp), None).size > 0
+
+        hint = batch.node_hint(profile, cycle, signature, cycle_count, node, feasible)
+    tried = node or hint
+    row = snapshot.index.get(tried) if tried else None
+    rejected = None
+    if row is not None and (within is None or tried in within):
+        # evaluateNominatedNode: the node an earlier preemption freed, else the batch's
+        # hint, is tried first.
         nodes = np.array([row], dtype=np.intp)
         if filter_nodes(profile, cycle, nodes, None, held).size:
+            if batch is not None:
+                assert cycle_count is not None
+                batch.store(signature, hint, tried, None, cycle_count, feasible=1)
             return Placement(
-                node=node,
+                node=tried,
                 evaluated=1,
                 feasible=1,
                 candidates=nodes,
                 nominated=node,
+                hint=hint,
                 prefilter_seconds=prefilter_seconds,
                 filter_seconds=time.perf_counter() - filter_started,
             )
+        rejected = row
     candidates, processed = _find_feasible(
-        profile, snapshot, cycle, state, diagnosis, allowed, restricting, within, held
+        profile, snapshot, cycle, state, diagnosis, allowed, restricting, within, held, rejected
     )
     placement = Placement(
         evaluated=processed,
@@ -369,11 +423,18 @@ def schedule(
         filtered=diagnosis,
         prefilter_seconds=prefilter_seconds,
         filter_seconds=time.perf_counter() - filter_started,
+        hint=hint,
     )
     if candidates.size == 0:
         placement.diagnosis = diagnosis
         return placement
-    return _score(profile, snapshot, cycle, state, placement, candidates, record)
+    ranked = signature is not None and candidates.size > 1
+    placement = _score(profile, snapshot, cycle, state, placement, candidates, record, ranked)
+    if batch is not None:
+        assert cycle_count is not None
+        size = int(candidates.size)
+        batch.store(signature, hint, placement.node, placement.ranked, cycle_count, size)
+    return placement
 
 
 def _restricted_order(
@@ -411,9 +472,14 @@ def _find_feasible(
     restricting: list[str],
     within: frozenset[str] | None = None,
     held: Held | None = None,
+    rejected: int | None = None,
 ) -> tuple[IndexArray, int]:
     """findNodesThatPassFilters: a node counts as feasible only when it passes
-    RunFilterPluginsWithNominatedPods (both passes where it has ``held`` pods)."""
+    RunFilterPluginsWithNominatedPods (both passes where it has ``held`` pods).
+
+    ``rejected`` is the row of a nominated or hinted node that failed just before: Go
+    keeps its status in the Diagnosis, so it counts as processed (and moves
+    nextStartNodeIndex one further) when the search stopped before reaching it."""
     total = len(snapshot)
     # The rotated order is built whole only when a restriction must look at every node;
     # otherwise each chunk is computed when reached, as most cycles stop after the first.
@@ -452,6 +518,8 @@ def _find_feasible(
         feasible.append(fit)
         found += fit.size
         processed = start + nodes.size
+    if rejected is not None and not _in_window(snapshot, state, order, processed, rejected):
+        processed += 1
     if total:
         state.next_start = (state.next_start + processed) % total
 
@@ -464,6 +532,15 @@ def _find_feasible(
     return candidates, processed
 
 
+def _in_window(
+    snapshot: Snapshot, state: Scheduler, order: IndexArray | None, processed: int, row: int
+) -> bool:
+    """Whether ``row`` is among the first ``processed`` nodes of this cycle's order."""
+    if order is None:
+        return (row - state.next_start) % max(len(snapshot), 1) < processed
+    return bool(np.isin(row, order[:processed]))
+
+
 def _score(
     profile: Profile,
     snapshot: Snapshot,
@@ -472,7 +549,11 @@ def _score(
     placement: Placement,
     candidates: IndexArray,
     record: bool,
+    ranked: bool = False,
 ) -> Placement:
+    """prioritizeNodes, then NewSortedScoredNodes(...).Pop(): the best total, ties to
+    Go's heap over the candidates in search order; with ``ranked`` (a signed pod) the
+    rest of the heap is kept for the batch."""
     if candidates.size == 1 and not record:
         placement.node = snapshot.names[int(candidates[0])]
         placement.candidates = candidates
@@ -480,6 +561,7 @@ def _score(
 
     score_started = time.perf_counter()
     totals = np.zeros(candidates.size, dtype=np.int64)
+    raw_scores: dict[str, IntArray] = {}
     probe = cycle.probe
     for scorer, weight in profile.scores:
         started = probe.start() if probe else 0.0
@@ -492,13 +574,19 @@ def _score(
         raw = scorer.score(cycle, candidates)
         if probe:
             probe.ran(scorer.name, "Score", started, "Success", int(candidates.size))
+        if ranked:
+            raw_scores[scorer.name] = raw.copy()
         normalized = scorer.normalize(cycle, candidates, raw)
         totals += normalized if weight == 1 else normalized * weight
         if record:
             placement.plugin_scores[scorer.name] = normalized
-    best = (totals == totals.max()).nonzero()[0]
-    choice = int(best[state.rng.randrange(best.size)]) if best.size > 1 else int(best[0])
-    placement.node = snapshot.names[int(candidates[choice])]
+    if ranked:  # the batch keeps the rest of the heap
+        names = [snapshot.names[int(r)] for r in candidates]
+        heap = SortedNodes(names, totals, raw_scores)
+        placement.node = heap.pop()
+        placement.ranked = heap
+    else:  # what the heap would pop, found without building it
+        placement.node = snapshot.names[int(candidates[heap_top(totals)])]
     placement.score_seconds = time.perf_counter() - score_started
     placement.candidates = candidates
     placement.totals = totals

@@ -1,35 +1,61 @@
-"""The extension points after Score, for any plugin: Reserve, Permit, PreBind, PostBind.
+"""The extension points besides the cycle's: PreEnqueue, PostFilter, Reserve, Permit,
+PreBind, PostBind.
 
 kube-scheduler's interfaces (``k8s.io/kube-scheduler/framework/interface.go``) with
-Python's shape: Reserve and Permit run in the scheduling cycle and answer at once;
+Python's shape: PreEnqueue decides whether a popped pod gets a cycle at all; PostFilter
+runs after a cycle found no node; Reserve and Permit run in the scheduling cycle and answer at once;
 Permit may answer Wait, and the binding cycle then holds the pod until a plugin allows
 or rejects it through the ``Handle`` or the wait times out (``WaitOnPermit``); PreBind
 and PostBind run in the binding cycle and may await the API. A plugin class implements
-any of them and is enabled by a SchedulerPolicy's ``extensions`` (``docs/plugins.md``).
+any of them and is enabled by a SchedulerPolicy's ``extensions`` (``docs/plugins.md``);
+a built-in filter implements them too (VolumeBinding's and DynamicResources' binding
+halves), and runs at each point before the extensions, as in Go's default profile.
 """
 
 from __future__ import annotations
 
+import random
 from abc import abstractmethod
-from collections.abc import Coroutine
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from collections.abc import Coroutine, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Protocol
 
-from podium.framework.plugin import Plugin
+from podium.framework.nominations import Nominations
+from podium.framework.plugin import ClusterEvent, Plugin
 
 if TYPE_CHECKING:
+    from podium.framework.cycle import Diagnosis
+    from podium.framework.podgroup import Board
+    from podium.framework.profile import Profile
+    from podium.framework.queued import QueuedPod
     from podium.kube.objects import PodInfo
+    from podium.kube.pdb import Pdb
+    from podium.metrics import Metrics
+    from podium.state.podgroups import PodGroup
+    from podium.state.snapshot import Snapshot
 
 __all__ = [
     "ALLOW",
+    "REJECTED",
     "SKIP",
     "ApiClient",
+    "FailedCycle",
+    "FailedGroup",
     "Handle",
+    "Nominations",
     "PermitPlugin",
+    "PodGroupPostFilterPlugin",
+    "PodGroupPostFilterResult",
     "PostBindPlugin",
+    "PostFilterPlugin",
+    "PostFilterResult",
     "PreBindPlugin",
+    "PreEnqueuePlugin",
+    "QueueingHintPlugin",
     "ReservePlugin",
     "Status",
+    "Undo",
+    "WarmUpPlugin",
 ]
 
 Code = Literal["Success", "Unschedulable", "Error", "Wait", "Skip"]
@@ -44,11 +70,14 @@ class Status:
     Unschedulable rejects the pod (it is retried after a cluster event or backoff);
     Error is a failure of the plugin itself; Wait (Permit only) holds the pod for at
     most ``timeout`` seconds; Skip (PreBindPreFlight only) says PreBind has nothing to do.
+    ``worded``: the reason is already the pod's whole message (the built-in binding
+    halves word their own), so the runner adds no ``running ... plugin`` prefix.
     """
 
     code: Code = "Success"
     reason: str = ""
     timeout: float = 0.0
+    worded: bool = False
 
     @property
     def ok(self) -> bool:
@@ -57,11 +86,18 @@ class Status:
 
 ALLOW = Status()
 SKIP = Status("Skip")
+REJECTED = Status("Unschedulable")
+# Unreserve's work that needs the API: awaited in the binding cycle, run beside the loop
+# when the scheduling cycle itself failed (Go blocks its loop on it there).
+Undo = Coroutine[Any, Any, None]
 
 
 class ApiClient(Protocol):
     """The API calls a plugin may make (Go's ``Handle.ClientSet()``): Podium's client,
     with its credentials, rate budgets and retries."""
+
+    async def request(self, method: str, path: str, body: Any = None) -> Any:
+        """Any verb, PUT included (an update of a whole object or its status)."""
 
     async def get(
         self, path: str, params: dict[str, str] | None = None, accept: str | None = None
@@ -76,10 +112,26 @@ class ApiClient(Protocol):
 
 class Handle(Protocol):
     """What a plugin may use of the running scheduler: Go's ``framework.Handle``, narrowed
-    to the API client, the waiting pods and the plugin's own background work."""
+    to the API client, the snapshot's stores, the waiting pods, Events, queueing hints,
+    the plugin's own background work, and what preemption reads (budgets, nominations,
+    PodGroups, the scheduler's random source, its metrics) and starts (evictions)."""
 
     @property
     def client(self) -> ApiClient: ...
+
+    @property
+    def snapshot(self) -> Snapshot:
+        """The cycle's snapshot and its stores (Go's SnapshotSharedLister and the
+        SharedDRAManager): what Reserve reads of the chosen node."""
+
+    def observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A write's answer, taken in as its watch event would be (Go's assume caches)."""
+
+    def wake(self, uids: Iterable[str], plugin: str) -> None:
+        """A queueing hint: these pods, rejected by ``plugin``, may fit now."""
+
+    async def event(self, pod: PodInfo, reason: str, note: str) -> None:
+        """A Normal Event about the pod in its scheduler's name (Go's EventRecorder)."""
 
     def allow(self, uid: str, plugin: str) -> None:
         """Let a pod waiting at Permit go on, as far as ``plugin`` is concerned."""
@@ -93,18 +145,148 @@ class Handle(Protocol):
     def spawn(self, work: Coroutine[Any, Any, object]) -> None:
         """Run ``work`` beside the scheduler; it is cancelled when the scheduler stops."""
 
+    @property
+    def instance(self) -> str:
+        """This replica's name, the reportingInstance of the Events it writes itself."""
+
+    @property
+    def pdbs(self) -> Iterable[Pdb]:
+        """The PodDisruptionBudgets watched (Go's PDB lister)."""
+
+    @property
+    def nominator(self) -> Nominations:
+        """The nominations held in memory (Go's ``Handle.PodNominator``)."""
+
+    @property
+    def pod_groups(self) -> Mapping[str, PodGroup] | None:
+        """The PodGroups by key while the Workload API is served, else None."""
+
+    @property
+    def rng(self) -> random.Random:
+        """The scheduler's random source (the preemption dry run's offset)."""
+
+    @property
+    def metrics(self) -> Metrics:
+        """The scheduler's Prometheus metrics, for the points that count themselves."""
+
+    def preempting(self, preemptor: str, uids: list[str], work: Coroutine[Any, Any, bool]) -> None:
+        """Run a preemption's evictions beside the scheduler (Go's prepareCandidateAsync),
+        counted and timed under ``preemptor`` ("pod" or "podgroup"); when ``work`` answers
+        False the preemptor's pods (``uids``) are activated."""
+
+
+class PreEnqueuePlugin(Plugin):
+    """PreEnqueue: Success lets a popped pod have a cycle; Unschedulable parks it, with no
+    condition or Event, until an update or a queueing hint (Go's RunPreEnqueuePlugins)."""
+
+    @abstractmethod
+    def pre_enqueue(self, handle: Handle, pod: PodInfo) -> Status: ...
+
+
+@dataclass(frozen=True, slots=True)
+class FailedCycle:
+    """What PostFilter is given of the cycle that found no node (Go's CycleState and
+    NodeToStatus): the profile it ran, its diagnosis, and the node the pod was nominated
+    to when the cycle began."""
+
+    profile: Profile
+    diagnosis: Diagnosis
+    nominated_node: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    """A PostFilter plugin's answer, Go's (PostFilterResult, Status) pair: its status and
+    the nomination it asks for (Go's NominatingInfo): None leaves the pod's nomination as
+    it is (ModeNoop), "" clears it, a node name sets it."""
+
+    status: Status
+    nominating: str | None = None
+
+
+class PostFilterPlugin(Plugin):
+    """PostFilter: the cycle found no node (Go's RunPostFilterPlugins). Success stops the
+    plugins after it and its nomination is the pod's; Error stops them too;
+    Unschedulable goes on to the next plugin and its reason joins the pod's message.
+
+    A dry-run profile calls ``post_filter_dry_run`` instead: the plugin's answer without
+    its writes; the default has nothing to say, as a plugin whose work is a write."""
+
+    @abstractmethod
+    def post_filter(
+        self, handle: Handle, pod: PodInfo, failed: FailedCycle
+    ) -> PostFilterResult: ...
+
+    def post_filter_dry_run(
+        self, handle: Handle, pod: PodInfo, failed: FailedCycle
+    ) -> PostFilterResult:
+        return PostFilterResult(REJECTED)
+
+
+@dataclass(frozen=True, slots=True)
+class FailedGroup:
+    """What PodGroupPostFilter is given of a pod group's cycle that failed: the profile,
+    the PodGroup, its members in the cycle (most important first) and those already
+    scheduled, and a board to place them on again (Go's PodGroupSchedulingFunc)."""
+
+    profile: Profile
+    group: PodGroup
+    entries: list[QueuedPod]
+    scheduled: list[PodInfo]
+    board: Board
+
+
+@dataclass(frozen=True, slots=True)
+class PodGroupPostFilterResult:
+    """A PodGroupPostFilter plugin's answer: its status and, on Success, the node each
+    member is nominated to (uid -> node, Go's ProposedAssignments)."""
+
+    status: Status
+    nominations: Mapping[str, str] = field(default_factory=dict)
+
+
+class PodGroupPostFilterPlugin(Plugin):
+    """PodGroupPostFilter: a pod group's cycle placed too few members (Go's
+    RunPodGroupPostFilterPlugins). Success stops the plugins after it and its members
+    wait on their nominations; Error stops them too; Unschedulable reasons are joined
+    into the PodGroup's message. A dry-run profile's group cycle runs none."""
+
+    @abstractmethod
+    def pod_group_post_filter(
+        self, handle: Handle, failed: FailedGroup
+    ) -> PodGroupPostFilterResult: ...
+
+
+class QueueingHintPlugin(Plugin):
+    """A queueing hint for one watched object that changed (Go's QueueingHintFn): the
+    plugin wakes the pods it concerns through ``handle.wake``."""
+
+    @abstractmethod
+    def hint(self, handle: Handle, kind: str, key: str) -> None: ...
+
+
+class WarmUpPlugin(Plugin):
+    """Work a plugin does once, in a worker thread, when the first event it names
+    arrives, so that the first cycle needing it does not hold the loop."""
+
+    warm_up_on: ClassVar[ClusterEvent] = ClusterEvent(0)
+
+    @abstractmethod
+    def warm_up(self) -> None: ...
+
 
 class ReservePlugin(Plugin):
     """Reserve and Unreserve: the pod is assumed on ``node`` in the scheduler's cache.
 
     A rejection fails the attempt; Unreserve then runs for every Reserve plugin, in
     reverse order, as it does whenever a later point fails (Go's RunReservePluginsUnreserve).
+    Unreserve undoes memory at once and may return the API work left (``Undo``).
     """
 
     @abstractmethod
     def reserve(self, handle: Handle, pod: PodInfo, node: str) -> Status: ...
 
-    def unreserve(self, handle: Handle, pod: PodInfo, node: str) -> None:
+    def unreserve(self, handle: Handle, pod: PodInfo, node: str) -> Undo | None:
         return None
 
 

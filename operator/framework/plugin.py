@@ -37,9 +37,14 @@ __all__ = [
     "PreFilterResult",
     "Rejection",
     "ScorePlugin",
+    "SignFragments",
+    "signs",
 ]
 
 MAX_NODE_SCORE = 100
+
+SignFragments = dict[str, Any]
+"""SignFragment key -> value; equal values must mean equal Filter and Score verdicts."""
 
 
 class ClusterEvent(enum.Flag):
@@ -110,6 +115,9 @@ class Cycle:
     state: dict[str, Any] = field(default_factory=dict)
     # Per-plugin metrics; None where a cycle is not the scheduling loop's (a dry run).
     probe: PluginProbe | None = None
+    # Go's PodGroupCycleState: scratch state the members of one pod-group cycle share
+    # (what an earlier member's Reserve left for the next); None for a single pod.
+    group: dict[str, Any] | None = None
 
 
 class Plugin(ABC):
@@ -121,6 +129,20 @@ class Plugin(ABC):
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         self.args: Mapping[str, Any] = args or {}
+
+    def sign_pod(self, cycle: Cycle) -> SignFragments | None:
+        """SignPlugin.SignPod: the parts of the cycle's pod this plugin's verdicts depend on
+        (the snapshot stands for what Go's plugins read through their Handle), keyed
+        by Go's signer names (``framework/signers.go``); None when such a pod cannot be
+        signed (Go's Unschedulable status). A plugin that does not override this method
+        turns opportunistic batching off for its whole profile, as a Go plugin without
+        SignPod does (``computeBatchablePlugins``)."""
+        return None
+
+    def signs_no_pod(self) -> bool:
+        """Whether ``sign_pod`` answers None whatever the pod, by the plugin's settings
+        alone; the profile's signing then stops before asking every plugin."""
+        return False
 
 
 class FilterPlugin(Plugin):
@@ -166,6 +188,11 @@ def default_normalize(scores: IntArray, reverse: bool) -> IntArray:
         return np.full(scores.shape, value, dtype=np.int64)
     out = MAX_NODE_SCORE * scores // top
     return MAX_NODE_SCORE - out if reverse else out
+
+
+def signs(plugin: Plugin) -> bool:
+    """Whether ``plugin`` implements SignPod (Go's ``fwk.SignPlugin`` interface check)."""
+    return type(plugin).sign_pod is not Plugin.sign_pod
 
 
 PluginFactory = Callable[[Mapping[str, Any] | None], Plugin]

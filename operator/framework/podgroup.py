@@ -11,10 +11,12 @@ and ``podium explain`` all run it, so an offline answer is the live one.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any
 
-from podium.framework.cycle import Nominated, Placement, Scheduler
+from podium.framework.cycle import Placement, Scheduler
+from podium.framework.nominations import Nominations
 from podium.framework.queued import QueuedPod
 from podium.kube.objects import PodInfo
 from podium.state.cache import Cache
@@ -44,15 +46,6 @@ GROUP_ERROR = "pod group is unschedulable"
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 
 MIN_COUNT_WAIT = "waiting for minCount pods from a gang to appear in scheduling queue"
-
-
-class Nominations(Protocol):
-    """The pods nominated by earlier preemptions (the live scheduler's Nominator)."""
-
-    @property
-    def by_node(self) -> Nominated: ...
-
-    def node_of(self, uid: str) -> str: ...
 
 
 def _go_quote(text: str) -> str:
@@ -137,9 +130,26 @@ class Board:
     nominator: Nominations | None = None
     # A trial's nodes (Go's AssumePlacement): candidates only, the cluster stays visible.
     placement: frozenset[str] | None = None
+    # Reserve and Unreserve of what the cache does not hold (a member's devices, in
+    # flight for the next member), called as a member is assumed and forgotten.
+    reserve: Callable[[PodInfo, str], None] | None = None
+    unreserve: Callable[[PodInfo], None] | None = None
+    # Go's PodGroupCycleState: what the members' plugins share within this cycle (a
+    # claim allocated in flight by one member, for the others that name it).
+    group: dict[str, Any] = field(default_factory=dict)
 
     def restricted(self, names: list[str]) -> Board:
         return replace(self, placement=frozenset(names))
+
+    def assume(self, pod: PodInfo, node: str) -> None:
+        self.cache.assume_pod(pod, node)
+        if self.reserve is not None:
+            self.reserve(pod, node)
+
+    def forget(self, pod: PodInfo) -> None:
+        if self.unreserve is not None:
+            self.unreserve(pod)
+        self.cache.forget_pod(pod)
 
 
 def place_group(
@@ -182,7 +192,7 @@ def place_group(
     best = board.algorithm.rng.choice([r for r in feasible if placed(r) == most])
     for entry, placement in best.placements:
         if placement is not None and placement.node:
-            board.cache.assume_pod(entry.pod, placement.node)
+            board.assume(entry.pod, placement.node)
     board.snapshot.update(board.cache)
     return best
 
@@ -192,7 +202,7 @@ def _revert(board: Board, outcome: GroupOutcome) -> None:
     if outcome.success:
         for entry, placement in outcome.placements:
             if placement is not None and placement.node:
-                board.cache.forget_pod(entry.pod)
+                board.forget(entry.pod)
         board.snapshot.update(board.cache)
 
 
@@ -250,11 +260,12 @@ def place_members(
             nominated=nominator.by_node if nominator is not None else None,
             nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
             within=board.placement,
+            group=board.group,
         )
         outcome.placements.append((entry, placement))
         remaining -= 1
         if placement.node:
-            cache.assume_pod(pod, placement.node)
+            board.assume(pod, placement.node)
             snapshot.update(cache)
             assumed.append(pod)
             scheduled += 1
@@ -270,7 +281,7 @@ def place_members(
         outcome.message, outcome.with_error = message, verdict == "wait"
     if not outcome.success:
         for pod in reversed(assumed):
-            cache.forget_pod(pod)
+            board.forget(pod)
         snapshot.update(cache)
     return outcome
 

@@ -17,10 +17,13 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-__all__ = ["PLUGIN_METRICS_SAMPLE_PERCENT", "PluginProbe", "PluginStats"]
+__all__ = ["PLUGIN_METRICS_SAMPLE_PERCENT", "PluginCall", "PluginProbe", "PluginStats"]
 
 PLUGIN_METRICS_SAMPLE_PERCENT = 10
 """schedule_one.go's pluginMetricsSamplePercent: the share of cycles whose plugins are timed."""
+
+PluginCall = tuple[str, str, str, float, float, int]
+"""A timed plugin call for a trace: plugin, extension point, status, start, end, nodes."""
 
 
 @dataclass(slots=True)
@@ -32,10 +35,16 @@ class PluginStats:
     # (plugin, extension_point, status, seconds) of the sampled cycles.
     durations: list[tuple[str, str, str, float]] = field(default_factory=list)
     sampler: random.Random = field(default_factory=random.Random)
+    # Set while a traced attempt's cycle runs (docs/tracing.md): the plugin calls that
+    # its sampled cycle times, and when the cycle started. None: no trace wants them.
+    calls: list[PluginCall] | None = None
+    cycle_started: float = 0.0
 
     def probe(self, profile: str) -> PluginProbe:
         """One cycle's probe; it times plugins on PLUGIN_METRICS_SAMPLE_PERCENT of cycles."""
         timed = self.sampler.randrange(100) < PLUGIN_METRICS_SAMPLE_PERCENT
+        if self.calls is not None:
+            self.cycle_started = time.perf_counter()
         return PluginProbe(self, profile, timed)
 
 
@@ -53,4 +62,7 @@ class PluginProbe:
         """A plugin call at ``point`` over ``count`` nodes ended with ``status``."""
         self.stats.evaluations[plugin, point, self.profile] += count
         if self.timed:
-            self.stats.durations.append((plugin, point, status, time.perf_counter() - started))
+            ended = time.perf_counter()
+            self.stats.durations.append((plugin, point, status, ended - started))
+            if self.stats.calls is not None:
+                self.stats.calls.append((plugin, point, status, started, ended, count))

@@ -55,12 +55,17 @@ class Profile:
     scores: list[tuple[ScorePlugin, int]] = field(default_factory=list)
     # spec.extensions: plugins at Reserve, Permit, PreBind and PostBind (framework/extension).
     extensions: list[Plugin] = field(default_factory=list)
+    # PostFilter plugins of their own, run after the filters' and extensions' PostFilter
+    # while ``preemption`` is on: DefaultPreemption (algorithms/default_preemption).
+    post_filters: list[Plugin] = field(default_factory=list)
     percentage_of_nodes_to_score: int = 0
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
     unschedulable_flush: float = 300.0
     post_success_events: bool = True
     dry_run: bool = False
+    # Whether ``post_filters`` are in the PostFilter list (``podium run
+    # --disable-preemption`` turns it off for every profile).
     preemption: bool = True
     min_candidate_nodes_percentage: int = 10
     min_candidate_nodes_absolute: int = 100
@@ -77,6 +82,9 @@ class Profile:
     # spec.topologyAwareWorkloadScheduling: the alpha TopologyPlacementGenerator and
     # PodGroupPodsCount plugins (a PodGroup's topology key keeps it in one domain).
     topology_aware_workloads: bool = False
+    # spec.opportunisticBatching: kube-scheduler's OpportunisticBatching gate (beta, on):
+    # a burst's next pod of the same signature tries the last pod's next-best node first.
+    opportunistic_batching: bool = True
 
     def interest(self) -> dict[str, ClusterEvent]:
         """Which cluster events each filter wants, for moving unschedulable pods."""

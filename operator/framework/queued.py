@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from podium.kube.objects import PodInfo
+
+if TYPE_CHECKING:
+    from podium.tracing import AttemptTrace
 
 __all__ = ["QueuedPod", "Where"]
 
@@ -32,3 +35,5 @@ class QueuedPod:
     pending_update: PodInfo | None = None
     # Moved out of the unschedulable set by the periodic flush, not by an event.
     flushed: bool = False
+    # The attempt's open span while tracing samples it (podium.tracing), else None.
+    trace: AttemptTrace | None = None

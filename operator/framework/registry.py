@@ -4,7 +4,9 @@ Built-in plugins (``podium.algorithms``) register themselves on import;
 third-party plugins are loaded from the ``podium.plugins`` entry-point group,
 each entry pointing at a FilterPlugin or ScorePlugin subclass (a class that is
 both registers in both tables), or at a plugin of the points after Score
-(``framework/extension``), which registers in EXTENSIONS.
+(``framework/extension``), which registers in EXTENSIONS. A filter or score that also
+implements those points (VolumeBinding, DynamicResources) runs them when enabled as a
+filter, and is no extension of its own.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ def register(cls: P) -> P:
         FILTERS[cls.name] = cls
     if issubclass(cls, ScorePlugin):
         SCORES[cls.name] = cls
-    if issubclass(cls, _POINTS):
+    if issubclass(cls, _POINTS) and not issubclass(cls, (FilterPlugin, ScorePlugin)):
         EXTENSIONS[cls.name] = cls
     return cls
 

@@ -11,10 +11,13 @@ import structlog
 from podium.framework.profile import Profile
 from podium.handlers.policy_claims import Claim, PolicyClaims
 from podium.kube.client import ApiError, KubeClient
+from podium.kube.kinds import Kind
 from podium.policy import GROUP, PLURAL, VERSION, PolicyError, build_profile, default_profile
 from podium.scheduling.scheduler import PodiumScheduler
 
 log = structlog.get_logger("podium.handlers.policies")
+
+POLICIES = Kind(GROUP, VERSION, PLURAL, "SchedulerPolicy", namespaced=False)
 
 
 def _condition(kind: str, ok: bool, reason: str, message: str, generation: int) -> dict[str, Any]:
@@ -56,6 +59,8 @@ def register_policies(
     # Each policy's last spec that built, with its generation, and its last seen status.
     good: dict[str, tuple[dict[str, Any], int]] = {}
     statuses: dict[str, dict[str, Any]] = {}
+    # Each policy's last seen resourceVersion: what the resync compares with its LIST.
+    versions: dict[str, str] = {}
 
     async def report(name: str, body: dict[str, Any]) -> None:
         path = f"/apis/{GROUP}/{VERSION}/{PLURAL}/{name}/status"
@@ -121,6 +126,25 @@ def register_policies(
                 writes.append((loser, {"conditions": [condition]}))
         return writes
 
+    def deleted(name: str) -> list[tuple[str, dict[str, Any]]]:
+        """The policy is gone: its names go to the next claimant (or back to the default)."""
+        good.pop(name, None)
+        statuses.pop(name, None)
+        versions.pop(name, None)
+        writes = [w for sn in claims.forget(name) for w in settle(sn, None)]
+        log.info("policy_deleted", policy=name)
+        return writes
+
+    async def write_all(writes: list[tuple[str, dict[str, Any]]]) -> None:
+        for policy, body in writes:
+            await report(policy, body)
+
+    def forget(name: str) -> None:
+        """A policy deleted while the watches were down: kopf's relist brings no DELETED."""
+        scheduler.spawn(write_all(deleted(name)))
+
+    scheduler.resync.watch_store(POLICIES, lambda: versions, forget)
+
     @kopf.on.event(GROUP, VERSION, PLURAL, registry=registry)
     async def policy_event(event: kopf.RawEvent, **_: Any) -> None:
         obj: dict[str, Any] = dict(event.get("object") or {})
@@ -129,11 +153,9 @@ def register_policies(
         generation = int(meta.get("generation") or 0)
         spec = obj.get("spec") or {}
         if event.get("type") == "DELETED":
-            good.pop(name, None)
-            statuses.pop(name, None)
-            writes = [w for sn in claims.forget(name) for w in settle(sn, None)]
-            log.info("policy_deleted", policy=name)
+            writes = deleted(name)
         else:
+            versions[name] = str(meta.get("resourceVersion") or "")
             status = statuses[name] = obj.get("status") or {}
             try:
                 profile = build_profile(spec, policy=name, generation=generation)
@@ -160,5 +182,4 @@ def register_policies(
             created = str(meta.get("creationTimestamp") or "")
             changed = claims.claim(Claim(name, created, profile.scheduler_name))
             writes = [w for sn in sorted(changed) for w in settle(sn, profile)]
-        for policy, body in writes:
-            await report(policy, body)
+        await write_all(writes)

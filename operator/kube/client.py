@@ -70,6 +70,14 @@ class ApiError(Exception):
         self.body = body
         self.retry_after = retry_after
 
+    @property
+    def message(self) -> str:
+        """The API server's message, as client-go's error prints it."""
+        body = self.body
+        if isinstance(body, dict) and body.get("message"):
+            return str(body["message"])
+        return str(self)
+
 
 class Budget(enum.Enum):
     """Separate client-side rate budgets, as kube-scheduler keeps separate clients."""

@@ -211,15 +211,18 @@ def build_registry(
 
 async def _serve_http(
     options: RunOptions,
-    metrics: Metrics,
+    scheduler: PodiumScheduler,
     ready: asyncio.Event,
     synced: asyncio.Event,
     client: KubeClient,
 ) -> web.AppRunner | None:
     if not options.metrics_port:
         return None
+    metrics = scheduler.metrics
 
     async def metrics_view(_: web.Request) -> web.Response:
+        scheduler.update_gauges()
+        scheduler.count_objects()
         body = generate_latest(metrics.registry)
         return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
 
@@ -304,7 +307,7 @@ async def run_operator(options: RunOptions, stop: asyncio.Event | None = None) -
     ready = asyncio.Event()
     stop_flag = stop or asyncio.Event()
     synced = scheduler.first_listing.synced
-    runner = await _serve_http(options, metrics, ready, synced, client)
+    runner = await _serve_http(options, scheduler, ready, synced, client)
     logging.getLogger("kopf.activities.startup").setLevel(logging.WARNING)
     core = asyncio.create_task(scheduler.run(), name="scheduler")
     tasks = {core}

@@ -15,8 +15,9 @@ kube-scheduler v1.37 with the GenericWorkload gate (``gangscheduling.go`` and
 All assumptions happen in one synchronous step, before any bind starts, so no other
 pod's cycle can interleave with a half-placed group, and no member ever waits at Permit
 for the rest: kube-scheduler's 5-minute Permit timeout has nothing to time out.
-An unschedulable group preempts as one unit when its profile preempts
-(``podium.framework.podgroup_preemption``): its members are nominated and wait for the
+An unschedulable group runs the profile's PodGroupPostFilter plugins
+(``run_pod_group_post_filter``; DefaultPreemption's preempts for the group as one unit
+while the profile preempts): on Success its members are nominated and wait for the
 victims to go, as Go's waitingOnPreemption.
 
 The placement itself is ``podium.framework.podgroup`` (pure, shared with simulate and
@@ -26,37 +27,34 @@ explain); this module is the live half: the queue, the binds and the PodGroup's 
 from __future__ import annotations
 
 import time
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 import structlog
 
-from podium.algorithms.dynamic_resources.plugin import ClaimPlan
-from podium.algorithms.volume_binding import (
-    PodClaims,
-    VolumePlan,
-    pod_volume_claims,
-    volume_binding,
+from podium.framework.binding import (
+    BindingHandle,
+    run_group_reserve,
+    run_group_unreserve,
+    run_pod_group_post_filter,
 )
 from podium.framework.cycle import Placement, Scheduler
+from podium.framework.extension import FailedGroup
 from podium.framework.podgroup import (
     GROUP_ERROR,
     Board,
     GroupOutcome,
-    group_unschedulable,
     place_group,
     validate_group,
     waiting_reason,
 )
-from podium.framework.podgroup_preemption import GroupPreemption, preempt_group
 from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
-from podium.kube.pdb import Pdb
 from podium.metrics import Metrics
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.preemptor import actuate_group
 from podium.scheduling.queue import GANG
 from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
@@ -68,12 +66,10 @@ if TYPE_CHECKING:
     from podium.scheduling.binder import Binder
     from podium.scheduling.queue import SchedulingQueue
     from podium.state.podgroups import PodGroupStore
-    from podium.state.volumes import VolumeStore
 
 __all__ = [
     "GroupHost",
     "GroupOutcome",
-    "group_unschedulable",
     "pre_enqueue",
     "schedule_group",
 ]
@@ -81,10 +77,6 @@ __all__ = [
 log = structlog.get_logger("podium.scheduling.podgroup")
 
 DRY_RUN = "SchedulerPolicy"  # what a dry-run decision waits for, as in schedule_one
-CLAIMS_UNSUPPORTED = "pod group members with ResourceClaims are not supported by Podium yet"
-VOLUMES_UNSUPPORTED = (
-    "pod group members with unbound PersistentVolumeClaims are not supported by Podium yet"
-)
 
 
 class GroupHost(Protocol):
@@ -101,9 +93,8 @@ class GroupHost(Protocol):
     snapshot: Snapshot
     nominator: Nominator
     algorithm: Scheduler
-    volumes: VolumeStore
+    handle: BindingHandle
     binder: Binder
-    pdbs: dict[str, Pdb]
     metrics: Metrics
 
     def fail(
@@ -137,8 +128,6 @@ class GroupHost(Protocol):
         profile: Profile,
         started: float,
         record: dict[str, Any] | None,
-        plan: VolumePlan,
-        claims: ClaimPlan,
     ) -> None:
         """Bind a placed (and assumed) member in the background, counted in flight."""
 
@@ -159,18 +148,23 @@ def pre_enqueue(sched: GroupHost, pod: PodInfo) -> str:
     return waiting_reason(group, pod.pod_group, len(queued) + len(scheduled))
 
 
-def validate_members(sched: GroupHost, profile: Profile, live: list[QueuedPod]) -> str:
-    """Members whose devices or volumes would have to be held in flight from one member's
-    placement to the next: until the cycle does that, such a group fails loudly rather
-    than risk binding a part of it."""
-    if any(m.pod.resource_claims for m in live):
-        return CLAIMS_UNSUPPORTED
-    if volume_binding(profile) is not None:
-        for member in live:
-            claims = pod_volume_claims(sched.volumes, member.pod)
-            if isinstance(claims, PodClaims) and claims.delayed:
-                return VOLUMES_UNSUPPORTED
-    return ""
+@dataclass(slots=True)
+class _Held:
+    """What the filters' Reserve holds for the members this cycle assumed (their devices,
+    for the next member's Filter), and the node of each, for their Unreserve."""
+
+    profile: Profile
+    handle: BindingHandle
+    nodes: dict[str, str] = field(default_factory=dict)
+
+    def reserve(self, pod: PodInfo, node: str) -> None:
+        self.nodes[pod.uid] = node
+        run_group_reserve(self.profile, self.handle, pod, node)
+
+    def unreserve(self, pod: PodInfo) -> None:
+        node = self.nodes.pop(pod.uid, None)
+        if node is not None:
+            run_group_unreserve(self.profile, self.handle, pod, node)
 
 
 def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None:
@@ -192,8 +186,9 @@ def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None
             if taken is not None:
                 entries.append(taken)
     spawned: set[str] = set()
+    held = _Held(profile, sched.handle)
     try:
-        _decide(sched, profile, group, entries, scheduled, started, spawned)
+        _decide(sched, profile, group, entries, scheduled, started, spawned, held)
     except Exception:
         # Nothing this cycle took or assumed may be left behind: the worker fails the
         # popped entry; every other member not yet bound is forgotten and failed here.
@@ -203,6 +198,7 @@ def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None
                 continue
             if sched.cache.is_assumed(uid):
                 sched.cache.forget_pod(member.pod)
+            held.unreserve(member.pod)
             if member is not entry and member.where == "in_flight":
                 sched.fail(member, "SchedulerError", "pod group cycle failed", error=True)
         raise
@@ -216,9 +212,11 @@ def _decide(
     scheduled: list[PodInfo],
     started: float,
     spawned: set[str],
+    held: _Held,
 ) -> None:
     """Validate, place and bind (or fail) the taken members; ``spawned`` gets the uids
-    whose binds are started, all at once after every bind was prepared."""
+    whose binds are started, all at once after every bind was prepared; ``held``
+    reserves each member as it is assumed."""
     live: list[QueuedPod] = []
     for member in entries:
         if member.pod.deleting:
@@ -227,7 +225,6 @@ def _decide(
             live.append(member)
     live.sort(key=lambda e: (-e.pod.priority, e.pod.created, e.pod.name))
     invalid = validate_group(group, [m.pod for m in live], scheduled)
-    invalid = invalid or validate_members(sched, profile, live)
     if invalid:
         sched.metrics.podgroup_attempt("error", profile.scheduler_name, _since(started))
         for member in live:
@@ -252,14 +249,21 @@ def _decide(
                 profile=profile,
             )
         return
-    board = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
+    board = Board(
+        sched.algorithm,
+        sched.cache,
+        sched.snapshot,
+        sched.nominator,
+        reserve=held.reserve,
+        unreserve=held.unreserve,
+    )
     outcome = place_group(board, profile, group, live, scheduled)
     elapsed = time.perf_counter() - started
     sched.metrics.podgroup_algorithm_duration.observe(elapsed)
     if profile.dry_run:  # decided, never bound: members wait as schedule_one's dry run does
         for member, placement in outcome.placements:
             if outcome.success and placement is not None and placement.node:
-                sched.cache.forget_pod(member.pod)
+                board.forget(member.pod)
             sched.queue.requeue(member, rejected_by=frozenset({DRY_RUN}))
         log.info(
             "dry_run_pod_group",
@@ -270,15 +274,16 @@ def _decide(
         )
         return
     condition_message = ""
-    preemption: GroupPreemption | None = None
+    waiting = False
+    nominations: Mapping[str, str] = {}
     if not outcome.success:
-        if profile.preemption:
-            preemption = _preempt(sched, profile, group, live, scheduled)
-            condition_message = f"{outcome.status_message()}, {preemption.message}"
-        else:
-            condition_message = group_unschedulable(outcome, False)
-    waiting = preemption is not None and preemption.success
-    nominations = preemption.nominations if preemption is not None and waiting else {}
+        # The PodGroupPostFilter plugins; Go appends their reasons to the group's status.
+        preemptor = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
+        failed = FailedGroup(profile, group, live, scheduled, preemptor)
+        answer = run_pod_group_post_filter(profile, sched.handle, failed)
+        condition_message = f"{outcome.status_message()}, {answer.status.reason}"
+        waiting = answer.status.ok
+        nominations = answer.nominations if waiting else {}
     binds = [
         (member, placement.node, sched.record(member, profile, placement))
         for member, placement in outcome.placements
@@ -287,8 +292,8 @@ def _decide(
     for member, node, record in binds:  # nothing here raises: all binds or none start
         sched.nominator.remove(member.pod.uid)
         spawned.add(member.pod.uid)
-        # Members with claims or unbound volumes never get here (validate_members).
-        sched.start_bind(member, node, profile, started, record, VolumePlan(), ClaimPlan())
+        # Each member was reserved as it was assumed: its PreBind writes its claims.
+        sched.start_bind(member, node, profile, started, record)
     for member, placement in outcome.placements:
         if outcome.success and placement is not None and placement.node:
             continue
@@ -345,54 +350,6 @@ def _decide(
     else:
         reason = {"status": "False", "reason": "Unschedulable", "message": condition_message}
         _write(sched, profile, group, reason)
-
-
-def _preempt(
-    sched: GroupHost,
-    profile: Profile,
-    group: PodGroup,
-    live: list[QueuedPod],
-    scheduled: list[PodInfo],
-) -> GroupPreemption:
-    """DefaultPreemption's PodGroupPostFilter: decide, count the attempt, start the evictions."""
-    board = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
-    pdbs = list(sched.pdbs.values())
-    try:
-        result = preempt_group(
-            board, profile, group, live, scheduled, sched.pod_groups.groups, pdbs
-        )
-    except Exception:
-        sched.metrics.workload_preemption_attempts.labels("Error").inc()
-        raise
-    code = "Success" if result.success else "Unschedulable"
-    if result.unresolvable:
-        code = "UnschedulableAndUnresolvable"
-    sched.metrics.workload_preemption_attempts.labels(code).inc()
-    if result.victims:
-        log.info(
-            "pod_group_preemption",
-            pod_group=group.key,
-            victims=[v.key for v in result.victims],
-            nominated=result.nominations,
-            pdb_violations=result.num_pdb_violations,
-        )
-    if result.victims:  # a dry-run profile never gets here
-        client = sched.binder.client
-        instance = sched.binder.instance
-        name = profile.scheduler_name
-        members = [e.pod.uid for e in live]
-        evicting = actuate_group(client, group, result.victims, name, instance, pdbs)
-        sched.spawn(_activate_on_refusal(sched, members, evicting))
-    return result
-
-
-async def _activate_on_refusal(
-    sched: GroupHost, members: list[str], evicting: Coroutine[Any, Any, bool]
-) -> None:
-    """After a refused eviction the group's members are activated, as Go activates the
-    preemptor's pods: no victim's deletion may come to move them."""
-    if not await evicting:
-        sched.queue.activate(members)
 
 
 def _since(started: float) -> float:

@@ -311,7 +311,7 @@ class SchedulingQueue:
     ) -> None:
         """An event that concerns only these pods (a queueing hint): parked ones go to
         activeQ, those ``plugin`` rejected in a cycle to backoffQ. ``event`` labels the
-        move (a claim's change, DynamicResources' hint, is the one hinted today)."""
+        move (plugins' hints through ``Handle.wake``)."""
         for uid in uids:
             entry = self.entries.get(uid)
             if entry is None:

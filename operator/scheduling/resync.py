@@ -24,7 +24,7 @@ from typing import Any
 import structlog
 
 from podium.kube.client import KubeClient, list_pages
-from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, paths
+from podium.kube.kinds import NAMESPACES, NODES, PODDISRUPTIONBUDGETS, PODS, Kind, paths
 from podium.kube.listwatch import stale_keys
 from podium.state import dra, podgroups, selectors, volumes
 
@@ -75,7 +75,9 @@ class Resyncer:
     """Debounces relists per kind and reconciles the cache with one LIST each.
 
     ``cached(kind)`` returns key -> resourceVersion of what Podium holds;
-    ``forget(kind, key)`` drops one entry as if its DELETED event had come.
+    ``forget(kind, key)`` drops one entry as if its DELETED event had come. A kind
+    held outside the scheduler's cache (SchedulerPolicies) brings its own pair
+    (``watch_store``).
     """
 
     def __init__(
@@ -97,12 +99,24 @@ class Resyncer:
         self.sleep = sleep
         self.paths = dict(_PATHS)
         self.kinds: dict[str, _Kind] = {kind: _Kind() for kind in self.paths}
+        self.stores: dict[str, tuple[Callable[[], Mapping[str, str]], Callable[[str], None]]] = {}
 
     def add(self, paths: Mapping[str, str]) -> None:
         """Kinds found served at start-up (the Workload API), resynced like the rest."""
         self.paths.update(paths)
         for kind in paths:
             self.kinds.setdefault(kind, _Kind())
+
+    def watch_store(
+        self,
+        kind: Kind,
+        cached: Callable[[], Mapping[str, str]],
+        forget: Callable[[str], None],
+    ) -> None:
+        """A kind whose holder is not the scheduler's cache, reconciled like the rest:
+        ``cached()`` gives its key -> resourceVersion, ``forget(key)`` plays its DELETED."""
+        self.add(paths([kind]))
+        self.stores[kind.plural] = (cached, forget)
 
     def listed(self, kind: str, *, relist: bool = False) -> None:
         """A ``type=None`` (listing) event arrived for ``kind``.
@@ -168,9 +182,14 @@ class Resyncer:
 
     def reconcile(self, kind: str, listed: set[str], version: str) -> list[str]:
         """Drop what a LIST (its keys and resourceVersion) shows to be gone; returns the keys."""
-        stale = stale_keys(self.cached(kind), listed, version)
+        store = self.stores.get(kind)
+        held = store[0]() if store else self.cached(kind)
+        stale = stale_keys(held, listed, version)
         for key in stale:
-            self.forget(kind, key)
+            if store:
+                store[1](key)
+            else:
+                self.forget(kind, key)
         log.info("resync_done", kind=kind, listed=len(listed), removed=len(stale))
         return stale
 

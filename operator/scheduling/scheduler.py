@@ -25,32 +25,26 @@ from typing import Any
 
 import structlog
 
-from podium.algorithms.dynamic_resources.cel import load_runtime
-from podium.algorithms.dynamic_resources.plugin import (
-    DEALLOCATED,
-    ClaimPlan,
-    dynamic_resources,
-    plan_claims,
-    pre_enqueue,
-    stale_claim,
-)
-from podium.algorithms.dynamic_resources.plugin import NAME as DRA
-from podium.algorithms.volume_binding import VolumePlan, plan_volumes, volume_binding
+from podium.framework.batch import BatchStats
 from podium.framework.binding import (
     BindingHandle,
     Failure,
+    run_hints,
     run_permit,
     run_post_bind,
+    run_post_filter,
     run_pre_bind,
     run_pre_bind_pre_flights,
+    run_pre_enqueue,
     run_reserve,
     run_unreserve,
     wait_on_permit,
+    warm_ups,
 )
 from podium.framework.cycle import Placement, Scheduler
 from podium.framework.decision import EVENT, build_record
+from podium.framework.extension import FailedCycle
 from podium.framework.plugin import ClusterEvent, PluginError
-from podium.framework.preemption import evaluate
 from podium.framework.probe import PluginStats
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
@@ -60,16 +54,14 @@ from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
 from podium.kube.pdb import Pdb, parse_pdb
 from podium.kube.resources import requests_decreased
 from podium.metrics import Metrics
+from podium.scheduling import traces
 from podium.scheduling.binder import Binder, BindOutcome
-from podium.scheduling.claim_binder import ClaimBinder
 from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import schedule_group
-from podium.scheduling.preemptor import actuate
 from podium.scheduling.queue import QueueSettings, SchedulingQueue, event_label
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
-from podium.scheduling.volume_binder import VolumeBinder
 from podium.state.cache import Cache
 from podium.state.dra import KINDS as DRA_KINDS
 from podium.state.podgroups import KINDS as WORKLOAD_KINDS
@@ -77,7 +69,6 @@ from podium.state.podgroups import WORKLOAD_API, PodGroupStore
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.snapshot import Snapshot
 from podium.state.volumes import KINDS as VOLUME_KINDS
-from podium.state.volumes import pod_claims
 
 __all__ = ["PodiumScheduler", "node_change"]
 
@@ -147,12 +138,9 @@ class PodiumScheduler:
         self.cache = Cache()
         self.snapshot = Snapshot()
         self.volumes = self.snapshot.volumes
-        self.volume_binder = VolumeBinder(binder.client, self.volumes)
         self.dra = self.snapshot.dra
-        self._selector_runtime_loading = False
-        self.claim_binder = ClaimBinder(
-            binder.client, self.dra, self.on_dra, self._wake_claim, self._note
-        )
+        # Plugins whose warm-up has started (framework.extension.WarmUpPlugin).
+        self._warmed: set[str] = set()
         # Preemption state: nominations waiting for their victims to leave, and PDBs.
         self.nominator = Nominator()
         self.pdbs: dict[str, Pdb] = {}
@@ -171,11 +159,26 @@ class PodiumScheduler:
         self._refresh_interest()
         self.algorithm = Scheduler(rng)
         self.algorithm.plugin_stats = PluginStats()
+        self.algorithm.batch_stats = BatchStats()
         self.active = asyncio.Event()  # cleared on standby replicas
         self.active.set()
         self._tasks: set[asyncio.Task[Any]] = set()
-        # Plugins' view of the scheduler at the points after Score (framework/extension).
-        self.handle = BindingHandle(binder.client, self.spawn)
+        # Plugins' view of the scheduler at the points outside the cycle (framework/extension).
+        self.handle = BindingHandle(
+            binder.client,
+            self.spawn,
+            self.snapshot,
+            self.on_dra,
+            self.queue.hint,
+            self._note,
+            nominator=self.nominator,
+            preempting=self.preempting,
+            instance=binder.instance,
+            pdbs=self.pdbs,
+            pod_groups=self.pod_groups,
+            rng=self.algorithm.rng,
+            metrics=self.metrics,
+        )
         self.resync = Resyncer(binder.client, self.cached_versions, self._forget)
         self.first_listing = FirstListing()
 
@@ -294,13 +297,11 @@ class PodiumScheduler:
     def on_dra(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A DeviceClass, ResourceSlice, ResourceClaim, template or DeviceTaintRule event.
 
-        Slices, taint rules and classes wake every pod DynamicResources rejected; a
-        claim created or changed wakes the pods that name it (Go's queueing hint), a
-        freed allocation every pod DynamicResources rejected.
+        Slices, taint rules, classes and a freed allocation are cluster events for every
+        pod a plugin listening for them rejected; an object the store reports changed
+        goes to the plugins' queueing hints, which wake the pods it concerns.
         """
         update = self.dra.apply(kind, event_type, body)
-        if (update.devices or update.classes) and not self._selector_runtime_loading:
-            self._load_selector_runtime()
         event = ClusterEvent(0)
         if update.devices:
             event |= ClusterEvent.RESOURCE_SLICE
@@ -309,36 +310,42 @@ class PodiumScheduler:
         if update.freed:
             event |= ClusterEvent.RESOURCE_CLAIM
         if event:
+            self._warm_up(event)
             self.queue.on_event(event)
-        if update.claim:
-            self._wake_claim(update.claim)
+        if update.changed:
+            done: set[str] = set()
+            for profile in self.profiles.values():
+                run_hints(profile, self.handle, kind, update.changed, done)
 
-    async def _actuate(self, pod: PodInfo, preempting: Coroutine[Any, Any, bool]) -> None:
-        """The preemption goroutine (prepareCandidateAsync), counted and timed; after a
-        refusal the preemptor is activated, since no victim's deletion may come to move it."""
+    async def preempting(
+        self, preemptor: str, uids: list[str], preempting: Coroutine[Any, Any, bool]
+    ) -> None:
+        """The preemption goroutine (Go's prepareCandidateAsync), for a pod or a PodGroup
+        (``preemptor``: "pod" or "podgroup", Go's preemptor types): counted and timed; after
+        a refusal the preemptor's pods (``uids``) are activated, since no victim's deletion
+        may come to move them."""
         started = time.perf_counter()
         done = await preempting
         result = "success" if done else "error"
         self.metrics.preemption_goroutines.labels(result).inc()
         seconds = time.perf_counter() - started
-        self.metrics.preemption_execution.labels("pod", result).observe(seconds)
+        self.metrics.preemption_execution.labels(preemptor, result).observe(seconds)
         if not done:
-            self.queue.activate([pod.uid])
+            self.queue.activate(uids)
 
-    def _load_selector_runtime(self) -> None:
-        """DynamicResources' CEL runtime, loaded in a worker thread before the first cycle
-        that reads a device needs it (``load_runtime``); on the loop, the import alone
-        held it for about 0.1 s."""
+    def _warm_up(self, event: ClusterEvent) -> None:
+        """The profiles' plugins whose one-off work waits for ``event`` (WarmUpPlugin),
+        each started once, in a worker thread, so the cycle that needs it does not hold
+        the loop (a compiled runtime, say)."""
         try:
             asyncio.get_running_loop()
         except RuntimeError:  # a test driving the scheduler without a loop
             return
-        self._selector_runtime_loading = True
-        self.spawn(asyncio.to_thread(load_runtime))
-
-    def _wake_claim(self, key: str) -> None:
-        """The pods naming claim ``key`` may fit now (its status or in-flight state moved)."""
-        self.queue.hint(list(self.dra.users.get(key, ())), DRA)
+        for profile in self.profiles.values():
+            for plugin in warm_ups(profile, event):
+                if plugin.name not in self._warmed:
+                    self._warmed.add(plugin.name)
+                    self.spawn(asyncio.to_thread(plugin.warm_up))
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A Pod event, timed as scheduler_event_handling_duration_seconds under Go's
@@ -357,14 +364,13 @@ class PodiumScheduler:
             return ""
         if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
             self.queue.wake(self.pod_groups.member_uids(pod.group_key))
-        if pod.resource_claims:
-            pending = not pod.bound and event_type != "DELETED" and not pod.terminal
-            self.dra.track(pod, pending)
+        # Pending pods indexed by the DRA objects they name (a no-op for the others).
+        self.dra.track(pod, not pod.bound and event_type != "DELETED" and not pod.terminal)
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
             self.nominator.remove(pod.uid)
         elif self.serves(pod.scheduler_name) and not self.cache.is_assumed(pod.uid):
             # An assumed pod's nomination is its own, written before PreBind: not
-            # another pod's claim on the node (Go skips assumed pods' updates).
+            # another pod's hold on the node (Go skips assumed pods' updates).
             self.nominator.update(pod)
         if event_type == "DELETED" or (pod.bound and pod.terminal):
             assigned = pod.uid in self.cache.pods
@@ -585,12 +591,22 @@ class PodiumScheduler:
         )
 
     async def _gauge_loop(self, period: float = 1.0) -> None:
-        """Queue sizes for /metrics, sampled: counting per cycle would cost O(queue) each."""
+        """Queue sizes for /metrics, sampled: counting per cycle would cost O(queue) each.
+        The loop also drains the plugins' sampled durations when nothing scrapes."""
         while True:
-            self._update_gauges()
+            self.update_gauges()
             await asyncio.sleep(period)
 
-    def _update_gauges(self) -> None:
+    def count_objects(self) -> None:
+        """podium_cache_objects: how many objects of each kind the stores hold. O(objects),
+        so only a /metrics scrape runs it, not the one-second loop."""
+        for store in self._object_stores():
+            for kind in store.kinds:
+                self.metrics.cache_objects.labels(kind).set(len(store.cached(kind)))
+
+    def update_gauges(self) -> None:
+        """Set the cache, queue and unschedulable-pod gauges from the state of the moment;
+        every /metrics scrape runs it first, so a scrape never reads a second-old count."""
         counts = self.queue.counts()
         self.metrics.pending.labels("active").set(counts["active"] + counts["in_flight"])
         self.metrics.pending.labels("backoff").set(counts["backoff"])
@@ -628,6 +644,8 @@ class PodiumScheduler:
             self.metrics.plugin_duration.labels(plugin, point, status).observe(seconds)
         stats.evaluations.clear()
         stats.durations.clear()
+        if self.algorithm.batch_stats is not None:
+            self.algorithm.batch_stats.drain(self.metrics)
 
     def schedule_one(self, entry: QueuedPod) -> None:
         pod = entry.pod
@@ -650,15 +668,22 @@ class PodiumScheduler:
                 entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile
             )
             return
-        if pod.resource_claims and dynamic_resources(profile) is not None:
-            waiting = pre_enqueue(self.dra, pod)
-            if waiting:  # PreEnqueue: no cycle, no Event, no condition
-                log.debug("claims_pending", pod=pod.name, namespace=pod.namespace, reason=waiting)
-                self.queue.park(entry)
-                return
+        waiting = run_pre_enqueue(profile, self.handle, pod)
+        if waiting is not None:  # PreEnqueue: no cycle, no Event, no condition
+            plugin, reason = waiting
+            log.debug(
+                "pre_enqueue_waiting",
+                pod=pod.name,
+                namespace=pod.namespace,
+                plugin=plugin,
+                reason=reason,
+            )
+            self.queue.park(entry)
+            return
         if pod.pod_group and profile.gang_scheduling and self.pod_groups.served:
             schedule_group(self, entry, profile)
             return
+        traces.begin(entry, profile, self.algorithm.plugin_stats, started)
         self.snapshot.update(self.cache)
         if len(self.snapshot) == 0:
             self.fail(
@@ -679,10 +704,12 @@ class PodiumScheduler:
                 record=profile.record_decisions and profile.record_top_nodes > 0,
                 nominated=self.nominator.by_node,
                 nominated_node=nominated_node,
+                cycle_count=entry.cycle,
             )
         except PluginError as exc:  # kube's Error status: abort, retry with backoff
             self.fail(entry, "SchedulerError", str(exc), error=True, profile=profile, nominating="")
             return
+        traces.cycle_done(entry, placement, self.algorithm.plugin_stats)
         if not profile.dry_run:
             self.shadow.submit(pod, entry.attempts, profile.scheduler_name)
         elapsed = time.perf_counter() - started
@@ -697,50 +724,13 @@ class PodiumScheduler:
         if not placement.node:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
-            nominating: str | None = ""  # no PostFilter ran: clear any nomination
-            # DynamicResources' PostFilter runs first: it frees a stale claim.
-            freed = self._deallocate(profile, pod)
-            diagnosis.post_filter_msg = freed
-            if profile.preemption:
-                self.metrics.preemption_attempts.inc()  # DefaultPreemption.PostFilter ran
-                evaluating = time.perf_counter()
-                result = evaluate(
-                    profile,
-                    self.snapshot,
-                    pod,
-                    diagnosis,
-                    self.algorithm.rng,
-                    self.pdbs.values(),
-                    self.nominator.by_node,
-                    nominated_node,
-                    # GenericWorkload: victims are units of their PodGroup's disruption mode.
-                    self.pod_groups.groups if self.pod_groups.served else None,
-                )
-                diagnosis.post_filter_msg = ", ".join(m for m in (freed, result.message) if m)
-                status = "Unschedulable" if result.candidate is None else "Success"
-                seconds = time.perf_counter() - evaluating
-                self.metrics.preemption_evaluation.labels("pod", status).observe(seconds)
-                nominating = result.nominating
-                if result.candidate is not None and not profile.dry_run:
-                    self.metrics.preemption_victims.observe(len(result.candidate.victims))
-                    node = result.candidate.node
-                    lower = self.nominator.lower_priority_on(node, pod.priority)
-                    for other in lower:
-                        self.nominator.remove(other.uid)
-                    self.spawn(
-                        self._actuate(
-                            pod,
-                            actuate(
-                                self.binder.client,
-                                pod,
-                                result.candidate,
-                                profile.scheduler_name,
-                                self.binder.instance,
-                                list(self.pdbs.values()),
-                                lower,
-                            ),
-                        )
-                    )
+            # The profile's PostFilter plugins (DefaultPreemption's evictions among them);
+            # a dry-run profile's answer with no write.
+            failed = FailedCycle(profile, diagnosis, nominated_node)
+            answer = run_post_filter(profile, self.handle, pod, failed)
+            diagnosis.post_filter_msg = answer.status.reason
+            nominating = answer.nominating
+            traces.point(entry, "PostFilter")
             self.metrics.algorithm_duration.observe(time.perf_counter() - started)
             reasons = sorted(diagnosis.reasons)
             self.fail(
@@ -776,34 +766,21 @@ class PodiumScheduler:
                     duration_ms=round(elapsed * 1000, 3),
                 )
             self.queue.requeue(entry, rejected_by=frozenset({NO_POLICY}))
+            traces.end(entry, "dry_run")
             return
         record = self.record(entry, profile, placement)
-        claims = ClaimPlan()
-        dra = dynamic_resources(profile) if pod.resource_claims else None
-        if dra is not None:
-            row = self.snapshot.index[node]
-            try:
-                claims = plan_claims(dra, self.dra, pod, self.snapshot.nodes[row], row)
-            except PluginError as exc:
-                self.fail(
-                    entry, "SchedulerError", str(exc), error=True, profile=profile, nominating=""
-                )
-                return
-            self.claim_binder.assume(pod, claims)
         self.cache.assume_pod(pod, node)
         self.nominator.remove(pod.uid)
-        plan = VolumePlan()
-        if pod_claims(pod) and volume_binding(profile) is not None:
-            plan = plan_volumes(self.volumes, pod, self.snapshot.nodes[self.snapshot.index[node]])
-            self.volume_binder.assume(plan)
-        # The profile's extensions: Reserve after the built-in reservations, then Permit.
-        failure = run_reserve(profile, self.handle, pod, node) or run_permit(
-            profile, self.handle, pod, node
-        )
+        # Reserve (the filters' binding halves, then the extensions), then Permit.
+        failure = run_reserve(profile, self.handle, pod, node)
+        traces.point(entry, "Reserve")
+        if failure is None:
+            failure = run_permit(profile, self.handle, pod, node)
+            traces.point(entry, "Permit")
         if failure is not None:
-            self._abandon(entry, node, profile, started, record, plan, claims, failure)
+            self._abandon(entry, node, profile, started, record, failure)
             return
-        self.start_bind(entry, node, profile, started, record, plan, claims)
+        self.start_bind(entry, node, profile, started, record)
 
     def _abandon(
         self,
@@ -812,20 +789,44 @@ class PodiumScheduler:
         profile: Profile,
         started: float,
         record: dict[str, Any] | None,
-        plan: VolumePlan,
-        claims: ClaimPlan,
         failure: Failure,
-        nominating: str | None = None,
     ) -> None:
-        """An extension failed the pod after Reserve: every reservation is undone (Go's
-        Unreserve; ``plan`` holds the volume assumptions not yet written), then the failure
-        is reported, a rejection as Unschedulable and anything else as an error; a binding
-        cycle's failure clears the nomination (``nominating=""``, Go's clearNominatedNode)."""
+        """Reserve or Permit failed the pod: every reservation is undone (Go's Unreserve;
+        its API work runs beside the loop), then the failure is reported, a rejection as
+        Unschedulable and anything else as an error, and the nomination cleared (Go's
+        clearNominatedNode)."""
         pod = entry.pod
-        run_unreserve(profile, self.handle, pod, node)
-        self.volume_binder.revert(plan)
-        if not claims.empty:
-            self.spawn(self.claim_binder.unreserve(pod, claims))
+        undo = run_unreserve(profile, self.handle, pod, node)
+        if undo is not None:
+            self.spawn(undo)
+        self._report_abandoned(entry, profile, started, record, failure)
+
+    async def _abandon_binding(
+        self,
+        entry: QueuedPod,
+        node: str,
+        profile: Profile,
+        started: float,
+        record: dict[str, Any] | None,
+        failure: Failure,
+    ) -> None:
+        """A binding-cycle point failed the pod: Unreserve, its API work awaited before
+        the failure is reported, as Go's handleBindingCycleError."""
+        self.binds_in_flight -= 1
+        undo = run_unreserve(profile, self.handle, entry.pod, node)
+        if undo is not None:
+            await undo
+        self._report_abandoned(entry, profile, started, record, failure)
+
+    def _report_abandoned(
+        self,
+        entry: QueuedPod,
+        profile: Profile,
+        started: float,
+        record: dict[str, Any] | None,
+        failure: Failure,
+    ) -> None:
+        pod = entry.pod
         self.cache.forget_pod(pod)
         self.fail(
             entry,
@@ -835,7 +836,7 @@ class PodiumScheduler:
             profile=profile,
             elapsed=time.perf_counter() - started,
             record=record,
-            nominating=nominating,
+            nominating="",
         )
 
     def start_bind(
@@ -845,23 +846,10 @@ class PodiumScheduler:
         profile: Profile,
         started: float,
         record: dict[str, Any] | None,
-        plan: VolumePlan,
-        claims: ClaimPlan,
     ) -> None:
         """Bind an assumed pod in the background; shadows wait while it is in flight."""
         self.binds_in_flight += 1
-        self.spawn(self._bind(entry, node, profile, started, record, plan, claims))
-
-    def _deallocate(self, profile: Profile, pod: PodInfo) -> str:
-        """DynamicResources' PostFilter: its message once a stale claim's write is out."""
-        plugin = dynamic_resources(profile) if pod.resource_claims else None
-        if plugin is None or profile.dry_run:
-            return ""
-        claim = stale_claim(plugin, self.dra, pod)
-        if claim is None:
-            return ""
-        self.spawn(self.claim_binder.deallocate(claim))
-        return DEALLOCATED
+        self.spawn(self._bind(entry, node, profile, started, record))
 
     async def _bind(
         self,
@@ -870,61 +858,31 @@ class PodiumScheduler:
         profile: Profile,
         started: float,
         record: dict[str, Any] | None,
-        plan: VolumePlan,
-        claims: ClaimPlan,
     ) -> None:
         pod = entry.pod
+        traces.binding(entry, node)
         # RunPreBindPreFlights, then the nomination when PreBind or a Permit wait will work.
-        works = run_pre_bind_pre_flights(
-            profile, self.handle, pod, node, plan.pre_flight or claims.pre_flight
-        )
+        works = run_pre_bind_pre_flights(profile, self.handle, pod, node)
         if isinstance(works, Failure):
-            self.binds_in_flight -= 1
-            self._abandon(entry, node, profile, started, record, plan, claims, works, "")
+            await self._abandon_binding(entry, node, profile, started, record, works)
             return
         if works or self.handle.is_waiting(pod.uid):
             entry.pod = pod = await self.binder.nominate(pod, node)
         failure = await wait_on_permit(self.handle, pod)
+        traces.point(entry, "WaitOnPermit")
+        if failure is None:
+            failure = await run_pre_bind(profile, self.handle, pod, node)
         if failure is not None:
-            self.binds_in_flight -= 1
-            self._abandon(entry, node, profile, started, record, plan, claims, failure, "")
+            await self._abandon_binding(entry, node, profile, started, record, failure)
             return
-        why = ""
-        if not plan.empty:
-            why = await self._bind_volumes(pod, node, profile, plan)
-            if why and not claims.empty:
-                await self.claim_binder.unreserve(pod, claims)
-        if not why and claims.pre_flight:
-            why = await self._bind_claims(pod, node, profile, claims)
-        if not why:
-            extension = await run_pre_bind(profile, self.handle, pod, node)
-            if extension is not None:  # the volumes are written: no assumption to revert
-                self.binds_in_flight -= 1
-                self._abandon(
-                    entry, node, profile, started, record, VolumePlan(), claims, extension, ""
-                )
-                return
-        if why:
-            run_unreserve(profile, self.handle, pod, node)
-            self.binds_in_flight -= 1
-            self.cache.forget_pod(pod)
-            self.fail(
-                entry,
-                "SchedulerError",
-                why,
-                error=True,
-                profile=profile,
-                elapsed=time.perf_counter() - started,
-                record=record,
-                nominating="",
-            )
-            return
+        traces.point(entry, "PreBind")
         try:
             outcome, why = await self.binder.bind(pod, node)
         except Exception as exc:  # the reservation must be resolved whatever happens
             log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             outcome, why = BindOutcome.RETRY, str(exc)
         self.binds_in_flight -= 1
+        traces.point(entry, "Bind")
         self.metrics.bind_results.labels(outcome.value).inc()
         if record is not None and outcome is not BindOutcome.RETRY:
             record["result"] = "scheduled" if outcome is BindOutcome.BOUND else "abandoned"
@@ -933,7 +891,8 @@ class PodiumScheduler:
             log.info(EVENT, **record)
         if outcome is BindOutcome.BOUND:
             self.queue.done(pod.uid)
-            self.spawn(run_post_bind(profile, self.handle, pod, node))
+            self.spawn(traces.post_bind(entry, run_post_bind(profile, self.handle, pod, node)))
+            traces.end(entry, "scheduled")
             total = time.perf_counter() - started
             self.metrics.attempts.labels("scheduled", profile.scheduler_name).inc()
             self.metrics.attempt_duration.labels("scheduled", profile.scheduler_name).observe(total)
@@ -963,13 +922,15 @@ class PodiumScheduler:
                 )
             return
         self.cache.forget_pod(pod)
-        run_unreserve(profile, self.handle, pod, node)
-        if not claims.empty:
-            await self.claim_binder.unreserve(pod, claims)
+        undo = run_unreserve(profile, self.handle, pod, node)
+        if undo is not None:
+            await undo
         if outcome is BindOutcome.GONE:
+            traces.end(entry, outcome.value)
             self.queue.delete(pod.uid)
             log.info("bind_target_gone", pod=pod.name, namespace=pod.namespace, node=node)
         elif outcome is BindOutcome.ELSEWHERE:
+            traces.end(entry, outcome.value)
             self.queue.done(pod.uid)
             log.info("bound_elsewhere", pod=pod.name, namespace=pod.namespace, node=node)
         else:
@@ -984,36 +945,9 @@ class PodiumScheduler:
                 nominating="",
             )
 
-    async def _bind_volumes(
-        self, pod: PodInfo, node: str, profile: Profile, plan: VolumePlan
-    ) -> str:
-        """PreBind: '' once the claims are bound, else why (the PV assumptions are dropped)."""
-        plugin = volume_binding(profile)
-        assert plugin is not None, "a volume plan is made only under VolumeBinding"
-        try:
-            return await self.volume_binder.bind(pod, node, plan, plugin.bind_timeout)
-        except Exception as exc:  # the reservation must be resolved whatever happens
-            log.exception("volume_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
-            self.volume_binder.revert(plan)
-            return f"binding volumes: {exc}"
-
     async def _note(self, pod: PodInfo, reason: str, note: str) -> None:
-        """A Normal Event from a binding half, in the name of the pod's scheduler."""
+        """A Normal Event from a plugin, in the name of the pod's scheduler."""
         await self.binder.event(pod, reason, note, pod.scheduler_name)
-
-    async def _bind_claims(
-        self, pod: PodInfo, node: str, profile: Profile, claims: ClaimPlan
-    ) -> str:
-        """PreBind for DynamicResources: '' once written and ready, else why (already
-        unreserved)."""
-        plugin = dynamic_resources(profile)
-        assert plugin is not None, "a claim plan is made only under DynamicResources"
-        try:
-            return await self.claim_binder.bind(pod, node, claims, plugin.binding_timeout)
-        except Exception as exc:  # the reservation must be resolved whatever happens
-            log.exception("claim_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
-            await self.claim_binder.unreserve(pod, claims)
-            return f'running PreBind plugin "{DRA}": {exc}'
 
     def fail(
         self,
@@ -1040,6 +974,7 @@ class PodiumScheduler:
             self.nominator.add(pod, nominating)
             nominator = self.nominator
         result = "error" if error else "unschedulable"
+        traces.end(entry, result, message)
         name = profile.scheduler_name if profile else pod.scheduler_name
         if record is None:
             record = self.record(entry, profile, placement)

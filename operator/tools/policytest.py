@@ -32,8 +32,8 @@ from typing import Any
 
 import yaml
 
+from podium.algorithms.default_preemption import offline_message
 from podium.framework.cycle import Scheduler
-from podium.framework.preemption import post_filter
 from podium.framework.profile import Profile
 from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import parse_node, parse_pod
@@ -150,10 +150,9 @@ def run_document(doc: Mapping[str, Any], source: str, fallback: Profile) -> Case
             if placement.node:
                 cache.assume_pod(pod, placement.node)
             elif placement.diagnosis is not None:
-                if profile.preemption:
-                    placement.diagnosis.post_filter_msg = post_filter(
-                        profile, snapshot, pod, placement.diagnosis, random.Random(0)
-                    )
+                placement.diagnosis.post_filter_msg = offline_message(
+                    profile, snapshot, pod, placement.diagnosis, random.Random(0)
+                )
                 message = placement.diagnosis.message()
             for problem in _check(step.get("expect") or {}, placement.node, message):
                 result.failures.append(f"place[{i}] {pod.name}: {problem}")

@@ -19,6 +19,8 @@ from typing import Any
 
 import numpy as np
 
+from podium.algorithms.dynamic_resources.extended import uses_dra
+from podium.algorithms.dynamic_resources.group import GroupClaims
 from podium.algorithms.dynamic_resources.plugin import dynamic_resources, plan_claims
 from podium.algorithms.volume_binding import plan_volumes, volume_binding
 from podium.framework.cycle import Scheduler, schedule
@@ -246,13 +248,12 @@ def simulate(
                 node = snapshot.nodes[snapshot.index[placement.node]]
                 for claim, pv in plan_volumes(snapshot.volumes, pod, node).static:
                     snapshot.volumes.assume(claim, pv)
-            dra = dynamic_resources(profile) if pod.resource_claims else None
+            dra = dynamic_resources(profile) if uses_dra(snapshot.dra, pod) else None
             if dra is not None:  # its devices are taken for the pods after it
                 row = snapshot.index[placement.node]
                 plan = plan_claims(dra, snapshot.dra, pod, snapshot.nodes[row], row)
-                for resource_claim, allocation in plan.items:
-                    if allocation is not None:
-                        snapshot.dra.assume(resource_claim, allocation, pod.uid)
+                for resource_claim, allocation in plan.in_flight:
+                    snapshot.dra.assume(resource_claim, allocation, pod.uid)
         if len(retry) == len(todo):
             break
         todo = retry
@@ -302,7 +303,9 @@ def _place_group(
     if invalid:
         return [(m, "", invalid) for m in members]
     snapshot.update(cache)
-    board = Board(state, cache, snapshot)
+    # Each member's devices held for the next member and, once placed, for later pods.
+    claims = GroupClaims(snapshot.dra, snapshot, dynamic_resources(profile))
+    board = Board(state, cache, snapshot, reserve=claims.reserve, unreserve=claims.unreserve)
     outcome = place_group(board, profile, group, [QueuedPod(m) for m in members], scheduled)
     condition = "" if outcome.success else group_unschedulable(outcome, profile.preemption)
     out = []

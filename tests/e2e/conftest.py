@@ -1,5 +1,5 @@
 """Podium as a real subprocess (`python -m podium run`) against the session cluster, and
-the no-overbooking check that ends every e2e test using that cluster."""
+the checks that end every e2e test using that cluster: no overbooking, no policy left."""
 
 from __future__ import annotations
 
@@ -13,13 +13,18 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import aiohttp
 import pytest
 import pytest_asyncio
+from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from podium.devcluster import ControlPlane
+from podium.devcluster import Binaries, ControlPlane
+from podium.devcluster.objects import wait_for
+from tests.e2e import chart_rbac
 from tests.e2e.dra import Dra
 from tests.e2e.overbooking import assert_no_overbooking
 from tests.e2e.queues import pending_pods
@@ -85,12 +90,47 @@ async def dra(api_client: ApiClient, namespace: str) -> AsyncIterator[Dra]:
     await made.cleanup()
 
 
+@pytest_asyncio.fixture(scope="session", loop_scope="session")
+async def chart_rbac_identity(
+    request: pytest.FixtureRequest,
+    control_plane: ControlPlane,
+    api_client: ApiClient,
+    binaries: Binaries,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> AsyncIterator[chart_rbac.ChartIdentity | None]:
+    """With ``--chart-rbac``: the chart's RBAC for a release in namespace podium-chart-rbac,
+    under which ``podium`` runs every Podium; at the end of the session, none of its writes
+    may have been refused (403). Tests that give Podium a kubeconfig of their own keep it.
+    Without the option: None, and nothing is installed."""
+    if not request.config.getoption("--chart-rbac"):
+        yield None
+        return
+    namespace = "podium-chart-rbac"
+    body = {"metadata": {"name": namespace}}
+    await client.CoreV1Api(api_client).create_namespace(cast(Any, body))
+    workdir = tmp_path_factory.mktemp("chart-rbac")
+    identity = await chart_rbac.install(
+        api_client, control_plane, binaries, "podium", namespace, workdir
+    )
+    yield identity
+    await chart_rbac.uninstall(api_client, identity)
+    refused = chart_rbac.refused(control_plane, identity.user)
+    assert not refused, f"writes refused under the chart's RBAC: {refused}"
+
+
 @pytest_asyncio.fixture(loop_scope="session")
 async def podium(
-    control_plane: ControlPlane, tmp_path: Path
+    control_plane: ControlPlane,
+    tmp_path: Path,
+    chart_rbac_identity: chart_rbac.ChartIdentity | None,
 ) -> AsyncIterator[Callable[..., Awaitable[PodiumProcess]]]:
-    """`await podium(*extra_args)` starts Podium; every process is stopped after the test."""
+    """`await podium(*extra_args)` starts Podium; every process is stopped after the test.
+
+    With ``--chart-rbac`` it runs as the chart's ServiceAccount unless the test passes a
+    ``--kubeconfig`` of its own (the last one given wins)."""
     started: list[PodiumProcess] = []
+    identity = chart_rbac_identity
+    kubeconfig = identity.kubeconfig if identity is not None else control_plane.kubeconfig
 
     async def start(*args: str) -> PodiumProcess:
         port = _free_port()
@@ -104,7 +144,7 @@ async def podium(
                     "podium",
                     "run",
                     "--kubeconfig",
-                    str(control_plane.kubeconfig),
+                    str(kubeconfig),
                     "--metrics-host",
                     "127.0.0.1",
                     "--metrics-port",
@@ -167,14 +207,42 @@ async def no_overbooking(api_client: ApiClient) -> AsyncIterator[None]:
     await assert_no_overbooking(api_client)
 
 
+@pytest_asyncio.fixture(loop_scope="session")
+async def no_leftover_policies(api_client: ApiClient) -> AsyncIterator[None]:
+    """After the test, no SchedulerPolicy may remain: a policy left behind is applied by every
+    later Podium and changes what the next test counts (its reloads, its profiles). The
+    leftovers are deleted, so one leak fails one test, the one that made it."""
+    yield
+    objects = client.CustomObjectsApi(api_client)
+    kind = ("podium.dev", "v1alpha1", "schedulerpolicies")
+
+    async def listing() -> dict[str, Any] | None:
+        """The policies; None while an API server restarted by the test answers 429
+        ("storage is (re)initializing") for the custom resource."""
+        try:
+            return cast(dict[str, Any], await objects.list_cluster_custom_object(*kind))
+        except ApiException as exc:
+            if exc.status == 429:
+                return None
+            if exc.status == 404:  # the CRD is not installed
+                return {"items": []}
+            raise
+
+    listed = await wait_for(listing, timeout=60, interval=0.5, message="SchedulerPolicies listed")
+    names = sorted(p["metadata"]["name"] for p in listed.get("items") or [])
+    for name in names:
+        await objects.delete_cluster_custom_object(*kind, name)
+    assert not names, f"the test left SchedulerPolicy objects behind: {names}"
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Give ``no_overbooking`` to every e2e test that uses the cluster, after its own fixtures."""
+    """Give the teardown checks to every e2e test that uses the cluster: ``no_overbooking``
+    after its own fixtures (torn down first, while its schedulers run), and
+    ``no_leftover_policies`` before them (torn down last, after a fixture deleted its own)."""
     for item in items:
         names = getattr(item, "fixturenames", None)
-        if (
-            _E2E in item.path.parents
-            and names is not None
-            and "control_plane" in names
-            and "no_overbooking" not in names
-        ):
-            names.append("no_overbooking")
+        if _E2E in item.path.parents and names is not None and "control_plane" in names:
+            if "no_overbooking" not in names:
+                names.append("no_overbooking")
+            if "no_leftover_policies" not in names:
+                names.insert(0, "no_leftover_policies")

@@ -222,8 +222,12 @@ async def test_a_claim_allocated_on_a_gone_node_is_deallocated_then_allocated_ag
         await create_pod(api_client, namespace, pod)
 
     async def failure(name: str) -> str:
+        """The attempt whose PostFilter freed the claim. A scheduler that saw the pod
+        before the stale allocation (another watch stream) fails PreBind first ("got
+        allocated elsewhere"), then meets the allocation on its next attempt."""
         events = await pod_events(api_client, namespace, name, "FailedScheduling")
-        return str(events[0].message) if events else ""
+        freed = (str(e.message) for e in events if "deallocation of ResourceClaim" in e.message)
+        return next(freed, "")
 
     async def bound(name: str) -> str:
         return str((await read_pod(api_client, namespace, name))["spec"].get("nodeName") or "")

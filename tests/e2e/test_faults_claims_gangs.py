@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import random
+import time
 from collections import Counter
 from collections.abc import AsyncIterator
 from typing import Any, cast
@@ -26,9 +27,13 @@ from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
 from podium.devcluster import ControlPlane
+from podium.devcluster.dra import claim_from_template
 from podium.devcluster.objects import create_pod, pod_events, wait_for
 from podium.framework.decision import read_records
+from podium.kube.client import KubeClient
+from podium.kube.credentials import load_credentials
 from podium.kube.manifests import make_node, make_pod
+from podium.state.dra import FINALIZER
 from tests.e2e.dra import (
     DRIVER,
     GROUP,
@@ -43,10 +48,21 @@ from tests.e2e.dra import (
     resource_slice,
     with_claims,
 )
-from tests.e2e.faults import check_invariants, deny_admission, wait_bound, wait_until
+from tests.e2e.faults import (
+    InvariantReport,
+    check_invariants,
+    claim_problems,
+    deny_admission,
+    gang_problems,
+    scheduled_condition,
+    stranded_claim_pods,
+    wait_bound,
+    wait_until,
+)
 from tests.e2e.gang import bound_by_group, create_group, member, pod_group
 from tests.e2e.test_leader_election import LEASE
 from tests.e2e.test_reliability import report
+from tests.e2e.test_scheduling import all_pods_and_nodes
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -58,11 +74,12 @@ async def _pods(api: ApiClient, namespace: str) -> dict[str, dict[str, Any]]:
 
 @contextlib.asynccontextmanager
 async def refused_bindings(
-    api: ApiClient, namespace: str, match_condition: str = ""
+    api: ApiClient, namespace: str, match_condition: str = "", probe_suffix: str = "-3"
 ) -> AsyncIterator[None]:
     """Bindings in ``namespace`` (those matching the CEL ``match_condition``) are refused
     inside the block: it is entered once the API server refuses a Binding, and left once
-    it accepts one again."""
+    it accepts one again. The probe pods' names end in ``probe_suffix``, which the
+    condition must match."""
     admission = client.AdmissionregistrationV1Api(api)
     core = client.CoreV1Api(api)
     policy, binding = deny_admission(
@@ -79,7 +96,7 @@ async def refused_bindings(
     tries = iter(range(10**6))
 
     async def refused() -> bool:
-        name = f"probe{next(tries)}-3"
+        name = f"probe{next(tries)}{probe_suffix}"
         await core.create_namespaced_pod(
             namespace, cast(Any, make_pod(name, scheduler_name="nobody"))
         )
@@ -226,8 +243,12 @@ async def test_podium_killed_mid_gang_binds_restarts_and_completes_every_gang(
 ) -> None:
     """15 gangs of 4 one-cpu members on 12 nodes of 4 cpu (room for 12 gangs). The Bindings
     of each gang's last member are refused, and Podium is SIGKILLed once a gang is bound in
-    part; the refusal is lifted and Podium started again. Then 12 gangs
-    are bound whole and 3 not at all: no gang is left below its minCount."""
+    part; the refusal is lifted and Podium started again. Then 12 gangs are bound whole and
+    3 not at all: no gang is left below its minCount. The first Podium may have bound three
+    members of more than 12 gangs before the kill (each refused fourth frees a cpu, and
+    four of them make room for another gang): with ``p`` such gangs, 48 - 3p are
+    completed and the rest stay at three members with every cpu taken, as any scheduler
+    must leave them (none unbinds a pod); none is left below minCount while there is room."""
     sched = f"{namespace[:30]}-g"
     await node_factory(
         [make_node(f"{namespace}-n{i}", cpu="4", labels={"suite": namespace}) for i in range(12)]
@@ -255,8 +276,8 @@ async def test_podium_killed_mid_gang_binds_restarts_and_completes_every_gang(
 
     second = await podium("--scheduler-name", sched)
     await wait_bound(api_client, namespace, 48, 60, 0.2, "12 gangs bound", watch=second)
-    bound = await bound_by_group(api_client, namespace)
-    left = [f"{g}-{i}" for g in gangs if not bound.get(g) for i in range(4)]
+    pods = await _pods(api_client, namespace)
+    left = sorted(p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName"))
 
     def tried_after_restart() -> bool:
         records = read_records(second.log_lines())
@@ -266,18 +287,39 @@ async def test_podium_killed_mid_gang_binds_restarts_and_completes_every_gang(
     await wait_until(tried_after_restart, 60, 0.2, "every member left tried after the restart")
     bound = await bound_by_group(api_client, namespace)
     counts = sorted(len(bound.get(g, [])) for g in gangs)
-    assert counts == [0] * 3 + [4] * 12, f"bound members per gang: {counts}"
+    p = partial_at_kill
+    expected = [0] * 3 + [4] * 12
+    if p > 12:
+        expected = [0] * (15 - p) + [3] * (4 * p - 48) + [4] * (48 - 3 * p)
+    assert counts == expected, f"bound members per gang: {counts}, {p} bound in part at the kill"
+    listed, nodes = await all_pods_and_nodes(api_client)
+    ours = [body for body in listed if body["metadata"]["namespace"] == namespace]
+    mine = [n for n in nodes if n["metadata"].get("labels", {}).get("suite") == namespace]
+    assert not gang_problems(ours, mine, dict.fromkeys(gangs, 4))
     result = await check_invariants(
         api_client, control_plane, namespace, expect_pending=left, allow_unaudited=True
     )
-    report("podium-kill-9-gangs", result, partial_gangs_at_kill=partial_at_kill)
+    report(
+        "podium-kill-9-gangs",
+        result,
+        partial_gangs_at_kill=partial_at_kill,
+        left_at_three=counts.count(3),
+    )
 
 
+@pytest.mark.parametrize(("reason", "code"), [("Invalid", 422), ("Forbidden", 403)])
 async def test_refused_claim_writes_hold_no_device_and_bind_once_lifted(
-    api_client: ApiClient, namespace: str, node_factory: Any, podium: Any, dra: Dra
+    reason: str,
+    code: int,
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    dra: Dra,
 ) -> None:
     """An admission policy refuses every ResourceClaim status write in the namespace, so
-    the allocation cannot be written. The pod is reported with the server's words and is
+    the allocation cannot be written: answered 422 (a policy's default), or 403 (as a
+    webhook that forbids it). The pod is reported with the server's words and is
     not bound; no allocation reaches the server, and the device Podium had in flight is
     released: once the refusal is lifted, that pod and a second one take the node's two
     devices."""
@@ -294,6 +336,7 @@ async def test_refused_claim_writes_hold_no_device_and_bind_once_lifted(
         validation="!has(object.status.allocation)",
         message="claim write refused by the test",
         namespace=namespace,
+        reason=reason,
     )
     await admission.create_validating_admission_policy(cast(Any, policy))
     await admission.create_validating_admission_policy_binding(cast(Any, binding))
@@ -314,7 +357,7 @@ async def test_refused_claim_writes_hold_no_device_and_bind_once_lifted(
                     dry_run="All",
                 )
             except client.ApiException as exc:
-                return "claim write refused by the test" in str(exc.body)
+                return exc.status == code and "claim write refused by the test" in str(exc.body)
             return False
 
         await wait_for(refused, timeout=30, interval=0.2, message="claim writes refused")
@@ -451,9 +494,87 @@ async def test_bad_slices_are_judged_as_kube_scheduler_judges_them(
     )
 
 
-@pytest.mark.parametrize("round_", range(5))
+class _RaceClient:
+    """The race's writes and reads through one orjson client, 32 at a time: the
+    kubernetes_asyncio client's per-object serialisation would take most of a round."""
+
+    def __init__(self, api: KubeClient, namespace: str) -> None:
+        self.api = api
+        self.gate = asyncio.Semaphore(32)
+        self.pods = f"/api/v1/namespaces/{namespace}/pods"
+        self.claims = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/resourceclaims"
+        self.groups = f"/apis/scheduling.k8s.io/v1beta1/namespaces/{namespace}/podgroups"
+        self.selector = {"suite": namespace}
+        self.claim_of: dict[str, str] = {}
+
+    async def create(self, sched: str, objects: list[tuple[str, str]]) -> None:
+        """Gangs of 4 (a PodGroup, then its 500m members) and claim pods (100m, a claim
+        made from template ``one`` as the resourceclaim controller makes it, named in the
+        pod's status), in the order given."""
+        template = await self.api.get(self.claims.replace("claims", "claimtemplates/one"))
+
+        async def one(kind: str, name: str) -> None:
+            async with self.gate:
+                if kind == "gang":
+                    await self.api.post(self.groups, pod_group(name, 4))
+                    bodies = [
+                        member(f"{name}-{i}", name, sched, "500m", self.selector) for i in range(4)
+                    ]
+                    await asyncio.gather(*(self.api.post(self.pods, b) for b in bodies))
+                    return
+                body = make_pod(name, cpu="100m", scheduler_name=sched, node_selector=self.selector)
+                pod = await self.api.post(self.pods, with_claims(body, {"gpu": "one"}))
+                made = await self.api.post(self.claims, claim_from_template(pod, "gpu", template))
+                self.claim_of[name] = made["metadata"]["name"]
+                statuses = [{"name": "gpu", "resourceClaimName": self.claim_of[name]}]
+                patch = {"status": {"resourceClaimStatuses": statuses}}
+                await self.api.patch(f"{self.pods}/{name}/status", patch, kind="merge-patch")
+
+        await asyncio.gather(*(one(kind, name) for kind, name in objects))
+
+    async def bound(self) -> tuple[list[str], list[str]]:
+        """The claim pods bound, and the gangs with a member bound."""
+        listed = await self.api.get(self.pods, params={"fieldSelector": "spec.nodeName!="})
+        pods = listed["items"]
+        groups = {(p["spec"].get("schedulingGroup") or {}).get("podGroupName") for p in pods}
+        claim_pods = [p["metadata"]["name"] for p in pods]
+        return [n for n in claim_pods if n in self.claim_of], sorted(g for g in groups if g)
+
+    async def free(self, name: str) -> None:
+        """Delete a claim pod and its claim, as the resourceclaim controller would once the
+        pod is gone (no controller here drops the finalizer)."""
+        await self.api.delete(f"{self.pods}/{name}", {"gracePeriodSeconds": 0})
+        claim = f"{self.claims}/{self.claim_of.pop(name)}"
+        await self.api.patch(claim, {"metadata": {"finalizers": None}}, kind="merge-patch")
+        await self.api.delete(claim)
+
+    async def free_gang(self, name: str) -> None:
+        """Delete a gang's members, then its PodGroup: the podgroup-protection controller
+        drops the finalizer once the members are gone (no controller runs here)."""
+        now = {"gracePeriodSeconds": 0}
+        await asyncio.gather(*(self.api.delete(f"{self.pods}/{name}-{i}", now) for i in range(4)))
+        group = f"{self.groups}/{name}"
+        await self.api.patch(group, {"metadata": {"finalizers": None}}, kind="merge-patch")
+        await self.api.delete(group)
+
+    async def listed_claims(self) -> list[dict[str, Any]]:
+        return list((await self.api.get(self.claims))["items"])
+
+
+# The race's sizes: 50 gangs of 4 (500m each) and 200 claim pods (100m and a device) on
+# 10 nodes of 4 cpu and 4 devices: room for fewer than half the gangs and a fifth of the
+# claim pods. Five rounds in make test; with --soak, 20 more, each churning for 30 s.
+RACE_NODES, RACE_DEVICES, RACE_GANGS, RACE_CLAIM_PODS = 10, 4, 50, 200
+RACE_ROUNDS = [
+    *((r, 5.0) for r in range(5)),
+    *(pytest.param(r, 30.0, marks=pytest.mark.soak) for r in range(5, 25)),
+]
+
+
+@pytest.mark.parametrize(("round_", "churn_s"), RACE_ROUNDS)
 async def test_gangs_and_claim_pods_race_while_churn_frees_devices(
     round_: int,
+    churn_s: float,
     api_client: ApiClient,
     control_plane: ControlPlane,
     namespace: str,
@@ -461,96 +582,97 @@ async def test_gangs_and_claim_pods_race_while_churn_frees_devices(
     podium: Any,
     dra: Dra,
 ) -> None:
-    """12 gangs of 4 (500m each) and 60 claim pods (100m and a device) race for 6 nodes of
-    4 cpu and 3 devices, created at once, while every 200 ms for 5 s a bound claim pod and
-    its claim are deleted (the resourceclaim controller's part), freeing a device for the
-    next. Once every pod left Pending has been tried again: no device is held twice or for
-    a pod that is gone or elsewhere, no node is over its cpu, every gang is bound whole or
-    not at all, and no claim pod waits while a node has both a free device and room."""
+    """50 gangs of 4 and 200 claim pods race for 10 nodes of 4 cpu and 4 devices, created
+    at once in an order drawn per round, while every 200 ms a bound claim pod and its
+    claim are deleted (the resourceclaim controller's part), freeing a device for the next,
+    and every second a bound gang with its PodGroup, freeing 2 cpu.
+    No device is ever in two claims (sampled every 100 ms); once quiet, every claim is held
+    by its own pod bound on the device's node, no node is over its cpu, every gang is bound
+    whole or has no room, and no claim pod waits while a node has a free device and room."""
     rng = random.Random(round_)
     sched = f"{namespace[:40]}-r"
     nodes = await node_factory(
-        [make_node(f"{namespace}-n{i}", cpu="4", labels={"suite": namespace}) for i in range(6)]
-    )
-    await dra.gpus(nodes, 3, template="one")
-    proc = await podium("--scheduler-name", sched)
-    core = client.CoreV1Api(api_client)
-    gangs = [f"g{i:02d}" for i in range(12)]
-
-    async def gang(name: str) -> None:
-        await create_group(api_client, namespace, pod_group(name, 4))
-        for i in range(4):
-            body = member(f"{name}-{i}", name, sched, "500m", {"suite": namespace})
-            await core.create_namespaced_pod(namespace, cast(Any, body))
-
-    async def claim_pod(name: str) -> None:
-        body = make_pod(name, cpu="100m", scheduler_name=sched, node_selector={"suite": namespace})
-        await create_pod(api_client, namespace, with_claims(body, {"gpu": "one"}))
-        await dra.instantiate(name)
-
-    work = [gang(g) for g in gangs] + [claim_pod(f"c{i:02d}") for i in range(60)]
-    rng.shuffle(work)
-    await asyncio.gather(*work)
-
-    deleted: list[str] = []
-    for _ in range(25):
-        pods = await _pods(api_client, namespace)
-        bound = [
-            p["metadata"]["name"]
-            for p in pods.values()
-            if p["metadata"]["name"].startswith("c") and p["spec"].get("nodeName")
+        [
+            make_node(f"{namespace}-n{i}", cpu="4", labels={"suite": namespace})
+            for i in range(RACE_NODES)
         ]
-        if bound:
-            victim = rng.choice(bound)
-            await core.delete_namespaced_pod(victim, namespace, grace_period_seconds=0)
-            for claim in await dra.claims():
-                if claim["metadata"]["name"].startswith(f"{victim}-"):
-                    await dra.delete_claim(claim["metadata"]["name"])
-            deleted.append(victim)
-        await asyncio.sleep(0.2)  # the churn's pace, not a wait for an outcome
+    )
+    await dra.gpus(nodes, RACE_DEVICES, template="one")
+    proc = await podium("--scheduler-name", sched)
+    gangs = [f"g{i:02d}" for i in range(RACE_GANGS)]
+    objects = [("gang", g) for g in gangs]
+    objects += [("claim", f"c{i:03d}") for i in range(RACE_CLAIM_PODS)]
+    rng.shuffle(objects)
+    api = KubeClient(await load_credentials(str(control_plane.kubeconfig)), pool_size=32)
+    race = _RaceClient(api, namespace)
 
-    def failures() -> Counter[str]:
-        records = read_records(proc.log_lines())
-        return Counter(r["pod"] for r in records if r["result"] == "unschedulable")
+    doubled: list[list[tuple[str, str, str]]] = []
+    stop = asyncio.Event()
 
-    before = failures()
+    async def sample() -> None:
+        while not stop.is_set():
+            taken = Counter(allocated_devices(await race.listed_claims()))
+            twice = [d for d, n in taken.items() if n > 1]
+            if twice:
+                doubled.append(twice)
+            await asyncio.sleep(0.1)
 
-    async def quiet() -> bool:
-        pods = await _pods(api_client, namespace)
-        pending = [p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName")]
-        after = failures()
-        return all(after[name] > before[name] for name in pending)
+    sampler = asyncio.create_task(sample())
+    deleted: list[str] = []
+    gangs_deleted: list[str] = []
+    freeing: list[asyncio.Task[None]] = []
+    try:
+        began = time.monotonic()
+        await race.create(sched, objects)
+        created_s = time.monotonic() - began
+        churn_end = time.monotonic() + churn_s
+        ticks = 0
+        while time.monotonic() < churn_end:
+            tick = time.monotonic()
+            claim_pods, placed = await race.bound()
+            bound = sorted(set(claim_pods) - set(deleted))
+            if bound:
+                victim = rng.choice(bound)
+                freeing.append(asyncio.create_task(race.free(victim)))
+                deleted.append(victim)
+            placed = sorted(set(placed) - set(gangs_deleted))
+            ticks += 1
+            if placed and ticks % 5 == 0:  # a gang a second: 2 cpu freed
+                victim = rng.choice(placed)
+                freeing.append(asyncio.create_task(race.free_gang(victim)))
+                gangs_deleted.append(victim)
+            await asyncio.sleep(max(0.0, 0.2 - (time.monotonic() - tick)))  # the churn's pace
+        await asyncio.gather(*freeing)
 
-    await wait_until(quiet, 60, 0.5, "every pending pod tried after the churn", watch=proc)
+        last: list[list[str]] = [[]]
+
+        async def quiet() -> bool:
+            """Every claim held rightly, no gang or claim pod left waiting beside room."""
+            listed, all_nodes = await all_pods_and_nodes(api_client)
+            ours = [p for p in listed if p["metadata"]["namespace"] == namespace]
+            mine = [n for n in all_nodes if n["metadata"]["name"] in nodes]
+            claims = await race.listed_claims()
+            last[0] = claim_problems(claims, {p["metadata"]["uid"]: p for p in ours})
+            left = set(gangs) - set(gangs_deleted)
+            last[0] += gang_problems(ours, mine, dict.fromkeys(left, 4))
+            last[0] += stranded_claim_pods(ours, mine, claims, RACE_DEVICES)
+            return not last[0]
+
+        try:
+            settle_s = await wait_until(quiet, 90, 0.5, "a quiet cluster", watch=proc)
+        except TimeoutError as exc:
+            raise AssertionError(f"never quiet: {last[0][:10]}") from exc
+    finally:
+        stop.set()
+        await asyncio.gather(sampler, *freeing, return_exceptions=True)
+        await api.close()
+    assert not doubled, f"devices allocated twice: {doubled[:3]}"
 
     pods = await _pods(api_client, namespace)
-    claims = await dra.claims()
-    taken = allocated_devices(claims)
-    assert len(taken) == len(set(taken)), "a device was allocated twice"
-    for claim in claims:
-        status = claim.get("status") or {}
-        if "allocation" not in status:
-            continue
-        owner = pods.get(claim["metadata"]["ownerReferences"][0]["uid"])
-        (result,) = status["allocation"]["devices"]["results"]
-        assert owner is not None, f"{claim['metadata']['name']} holds a device for a gone pod"
-        assert owner["spec"].get("nodeName") == result["pool"], claim["metadata"]["name"]
+    taken = allocated_devices(await dra.claims())
     by_group = await bound_by_group(api_client, namespace)
-    counts = sorted(len(by_group.get(g, [])) for g in gangs)
+    counts = sorted(len(by_group.get(g, [])) for g in set(gangs) - set(gangs_deleted))
     assert set(counts) <= {0, 4}, f"bound members per gang: {counts}"
-    cpu_used: Counter[str] = Counter()
-    devices_used: Counter[str] = Counter(result[1] for result in taken)
-    for pod in pods.values():
-        node = pod["spec"].get("nodeName")
-        if node:
-            cpu_used[node] += 500 if pod["metadata"]["name"].startswith("g") else 100
-    waiting = [
-        p["metadata"]["name"]
-        for p in pods.values()
-        if p["metadata"]["name"].startswith("c") and not p["spec"].get("nodeName")
-    ]
-    room = [n for n in nodes if devices_used[n] < 3 and cpu_used[n] <= 3900]
-    assert not (waiting and room), f"{waiting} wait while {room} have a device and room"
     pending = [p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName")]
     result = await check_invariants(
         api_client, control_plane, namespace, expect_pending=pending, allow_unaudited=False
@@ -559,6 +681,344 @@ async def test_gangs_and_claim_pods_race_while_churn_frees_devices(
         f"race-gangs-claims-{round_}",
         result,
         gangs_bound=counts.count(4),
+        gangs_deleted=len(gangs_deleted),
         claim_pods_deleted=len(deleted),
         devices_taken=len(taken),
+        created_s=round(created_s, 1),
+        settle_s=round(settle_s, 1),
+        total_s=round(time.monotonic() - began, 1),
+    )
+
+
+async def _race_claims(dra: Dra, raced: list[int], stop: asyncio.Event, names: list[str]) -> None:
+    """Another writer on the pods' unallocated claims until ``stop``: each claim's metadata
+    is changed again and again, so that a write lands between Podium's read of the claim
+    and its own write, which the server then answers 409."""
+    custom = client.CustomObjectsApi(dra.api)
+
+    async def one(name: str) -> None:
+        while not stop.is_set():
+            claim = await custom.get_namespaced_custom_object(
+                GROUP, VERSION, dra.namespace, "resourceclaims", name
+            )
+            if "allocation" in (claim.get("status") or {}):
+                await asyncio.sleep(0.01)
+                continue
+            value = {"raced": str(raced[0])}
+            body = [{"op": "add", "path": "/metadata/annotations", "value": value}]
+            await custom.patch_namespaced_custom_object(
+                GROUP, VERSION, dra.namespace, "resourceclaims", name, body
+            )
+            raced[0] += 1
+
+    await asyncio.gather(*(one(n) for n in names))
+
+
+def _claim_conflicts(plane: ControlPlane, namespace: str) -> int:
+    """ResourceClaim writes the server answered 409, all Podium's: the test's own
+    patches carry no resourceVersion."""
+    return sum(
+        1
+        for e in plane.audit_events()
+        if (e.get("objectRef") or {}).get("resource") == "resourceclaims"
+        and (e.get("objectRef") or {}).get("namespace") == namespace
+        and (e.get("responseStatus") or {}).get("code") == 409
+    )
+
+
+async def _claim_pods(
+    api: ApiClient, namespace: str, node_factory: Any, dra: Dra, sched: str
+) -> list[str]:
+    """8 claim pods for 6 devices (2 nodes of 3); the names of their claims."""
+    nodes = await node_factory(
+        [make_node(f"{namespace}-n{i}", labels={"suite": namespace}) for i in range(2)]
+    )
+    await dra.gpus(nodes, 3, template="one")
+    names = [f"p{i}" for i in range(8)]
+    for name in names:
+        body = make_pod(name, scheduler_name=sched, node_selector={"suite": namespace})
+        await create_pod(api, namespace, with_claims(body, {"gpu": "one"}))
+    return [n for name in names for n in await dra.instantiate(name)]
+
+
+async def _six_bound_each_device_once(
+    api: ApiClient, plane: ControlPlane, namespace: str, dra: Dra, proc: Any
+) -> InvariantReport:
+    """6 pods bound, each claim allocated once, with the finalizer, for its own bound pod
+    on that node; the 2 others Pending with nothing held."""
+    await wait_bound(api, namespace, 6, 60, 0.2, "6 claim pods bound", watch=proc)
+    claims = await dra.claims()
+    pods = await _pods(api, namespace)
+    taken = allocated_devices(claims)
+    assert len(taken) == len(set(taken)) == 6, taken
+    for claim in claims:
+        status = claim.get("status") or {}
+        reserved = [r["uid"] for r in status.get("reservedFor") or []]
+        if "allocation" not in status:
+            assert not reserved, claim["metadata"]["name"]
+            continue
+        assert FINALIZER in (claim["metadata"].get("finalizers") or []), claim["metadata"]
+        (uid,) = reserved
+        (result,) = status["allocation"]["devices"]["results"]
+        assert pods[uid]["spec"].get("nodeName") == result["pool"], claim["metadata"]["name"]
+    pending = sorted(p["metadata"]["name"] for p in pods.values() if not p["spec"].get("nodeName"))
+    return await check_invariants(api, plane, namespace, expect_pending=pending)
+
+
+async def test_claim_writes_raced_by_another_writer_land_once(
+    api_client: ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    dra: Dra,
+) -> None:
+    """8 claim pods for 6 devices while another writer changes their claims under
+    Podium, so that its updates are answered 409 (a conflicting write landed first).
+    Once that has happened twice the writer stops, and each claim is written once."""
+    sched = f"{namespace[:40]}-c"
+    claims = await _claim_pods(api_client, namespace, node_factory, dra, sched)
+    raced = [0]
+    stop = asyncio.Event()
+    racer = asyncio.create_task(_race_claims(dra, raced, stop, claims))
+    try:
+        proc = await podium("--scheduler-name", sched)
+
+        def contested() -> bool:
+            if racer.done():
+                racer.result()  # its error, if it failed
+            return _claim_conflicts(control_plane, namespace) >= 2
+
+        await wait_until(contested, 60, 0.1, "Podium's claim writes answered 409", watch=proc)
+    finally:
+        stop.set()
+        await racer
+    conflicts = _claim_conflicts(control_plane, namespace)
+    result = await _six_bound_each_device_once(api_client, control_plane, namespace, dra, proc)
+    report("claim-writes-conflict-409", result, conflicts=conflicts, racing_writes=raced[0])
+
+
+async def test_claim_finalizer_removed_mid_cycle_is_written_again(
+    api_client: ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    dra: Dra,
+) -> None:
+    """8 claim pods for 6 devices. An admission policy refuses the allocation writes, so
+    each attempt stops between Podium's finalizer write and its allocation write; there
+    another writer removes the finalizer (conditional on the version it read). Once the
+    refusal is lifted, Podium writes the finalizer again before each allocation: every
+    allocated claim carries it, and each claim is written once."""
+    sched = f"{namespace[:40]}-f"
+    await _claim_pods(api_client, namespace, node_factory, dra, sched)
+    admission = client.AdmissionregistrationV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
+    policy, binding = deny_admission(
+        f"{namespace}-no-alloc",
+        group=GROUP,
+        resource="resourceclaims/status",
+        operation="UPDATE",
+        validation="!has(object.status.allocation)",
+        message="allocation refused by the test",
+        namespace=namespace,
+    )
+    await admission.create_validating_admission_policy(cast(Any, policy))
+    await admission.create_validating_admission_policy_binding(cast(Any, binding))
+    removed: set[str] = set()
+    try:
+
+        async def refused() -> bool:  # the API server loads a policy asynchronously
+            claim = (await dra.claims())[0]
+            claim["status"] = {"allocation": {"devices": {"results": []}}}
+            try:
+                await custom.replace_namespaced_custom_object_status(
+                    GROUP,
+                    VERSION,
+                    namespace,
+                    "resourceclaims",
+                    claim["metadata"]["name"],
+                    claim,
+                    dry_run="All",
+                )
+            except client.ApiException as exc:
+                return "allocation refused by the test" in str(exc.body)
+            return False
+
+        await wait_until(refused, 30, 0.2, "allocation writes refused")
+        proc = await podium("--scheduler-name", sched)
+
+        async def remove_finalizers() -> bool:
+            for claim in await dra.claims():
+                name, version = claim["metadata"]["name"], claim["metadata"]["resourceVersion"]
+                if not claim["metadata"].get("finalizers") or name in removed:
+                    continue
+                if "allocation" in (claim.get("status") or {}):
+                    raise AssertionError(f"{name} allocated while refused")
+                body = [
+                    {"op": "test", "path": "/metadata/resourceVersion", "value": version},
+                    {"op": "remove", "path": "/metadata/finalizers"},
+                ]
+                try:
+                    await custom.patch_namespaced_custom_object(
+                        GROUP, VERSION, namespace, "resourceclaims", name, body
+                    )
+                    removed.add(name)
+                except client.ApiException as exc:
+                    if exc.status != 422:  # the version test failed: Podium wrote meanwhile
+                        raise
+            return len(removed) >= 6
+
+        await wait_until(remove_finalizers, 60, 0.1, "6 finalizers removed", watch=proc)
+    finally:
+        await admission.delete_validating_admission_policy_binding(binding["metadata"]["name"])
+        await admission.delete_validating_admission_policy(policy["metadata"]["name"])
+    result = await _six_bound_each_device_once(api_client, control_plane, namespace, dra, proc)
+    report("claim-finalizer-removed-mid-cycle", result, finalizers_removed=len(removed))
+
+
+async def test_allocated_claim_losing_its_finalizer_ends_as_in_kube_scheduler(
+    api_client: ApiClient,
+    control_plane: ControlPlane,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    kube_scheduler: Any,
+    dra: Dra,
+) -> None:
+    """Side by side with kube-scheduler, each on a node of one device. Pod ``-a``'s Binding
+    is refused, so its claim stays allocated (finalizer and allocation written) while the
+    pod is retried, and another writer removes the finalizer from the allocated claim. Go's
+    ``bindClaim`` writes the finalizer only with a new allocation; a claim already
+    allocated only gains ``reservedFor``. On both schedulers: ``-b`` waits with the same
+    message; once the refusal is lifted ``-a`` is bound and its claim allocated and
+    reserved for it without the finalizer; that claim, unprotected, is deleted at once
+    although its pod is bound, and ``-b`` takes the device. No device is ever in two
+    claims."""
+    sides = {"p": "podium", "k": f"{namespace[:40]}-kube"}
+    nodes = dict(
+        zip(
+            sides,
+            await node_factory(
+                [make_node(f"{namespace}-{side}", labels={"side": side}) for side in sides]
+            ),
+            strict=True,
+        )
+    )
+    klass = f"{namespace}-gpu"
+    await dra.create("deviceclasses", device_class(klass))
+    for node in nodes.values():
+        await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, [device("gpu-0")]))
+    for side in sides:
+        for name in ("a", "b"):
+            spec = claim_spec(exactly("gpu", klass))
+            await dra.create("resourceclaims", resource_claim(f"{side}-{name}", spec))
+    await podium()
+    await kube_scheduler(sides["k"])
+    custom = client.CustomObjectsApi(api_client)
+
+    async def claim(name: str) -> dict[str, Any]:
+        found: dict[str, Any] = await custom.get_namespaced_custom_object(
+            GROUP, VERSION, namespace, "resourceclaims", name
+        )
+        return found
+
+    async def create(side: str, name: str) -> None:
+        pod = make_pod(f"{side}-{name}", scheduler_name=sides[side], node_selector={"side": side})
+        await create_pod(api_client, namespace, with_claims(pod, claims={"gpu": f"{side}-{name}"}))
+
+    async def no_device_twice() -> None:
+        taken = allocated_devices(await dra.claims())
+        assert len(taken) == len(set(taken)), f"a device allocated twice: {taken}"
+
+    stripped: set[str] = set()
+    async with refused_bindings(api_client, namespace, "object.metadata.name.endsWith('-a')", "-a"):
+        for side in sides:
+            await create(side, "a")
+
+        async def strip() -> bool:
+            """Remove the finalizer of each allocated ``-a`` claim, conditional on the
+            version read, as another controller would."""
+            for side in set(sides) - stripped:
+                body = await claim(f"{side}-a")
+                meta = body["metadata"]
+                if "allocation" not in (body.get("status") or {}):
+                    continue
+                assert FINALIZER in (meta.get("finalizers") or []), meta
+                patch = [
+                    {
+                        "op": "test",
+                        "path": "/metadata/resourceVersion",
+                        "value": meta["resourceVersion"],
+                    },
+                    {"op": "remove", "path": "/metadata/finalizers"},
+                ]
+                try:
+                    await custom.patch_namespaced_custom_object(
+                        GROUP, VERSION, namespace, "resourceclaims", meta["name"], patch
+                    )
+                    stripped.add(side)
+                except client.ApiException as exc:
+                    if exc.status != 422:  # the version test failed: a scheduler wrote meanwhile
+                        raise
+            return stripped == set(sides)
+
+        await wait_until(strip, 60, 0.1, "both allocated claims stripped of the finalizer")
+        for side in sides:
+            await create(side, "b")
+
+        async def waiting() -> dict[str, str] | None:
+            messages = {}
+            for side in sides:
+                pod = (await _pods(api_client, namespace)).values()
+                (body,) = [p for p in pod if p["metadata"]["name"] == f"{side}-b"]
+                cond = scheduled_condition(body)
+                if cond.get("status") != "False":
+                    return None
+                messages[side] = str(cond.get("message") or "")
+            return messages
+
+        b_waiting = await wait_for(waiting, timeout=60, interval=0.3, message="-b waits")
+        assert b_waiting is not None
+        await no_device_twice()
+    assert b_waiting["p"] == b_waiting["k"], b_waiting
+
+    async def bound(name: str) -> bool:
+        pods = {p["metadata"]["name"]: p for p in (await _pods(api_client, namespace)).values()}
+        return all(pods[f"{side}-{name}"]["spec"].get("nodeName") for side in sides)
+
+    await wait_until(lambda: bound("a"), 60, 0.3, "-a bound on both")
+    pods = await _pods(api_client, namespace)
+    uids = {p["metadata"]["name"]: uid for uid, p in pods.items()}
+    ends = {}
+    for side in sides:
+        body = await claim(f"{side}-a")
+        status = body["status"]
+        ends[side] = (
+            body["metadata"].get("finalizers") or [],
+            [r["uid"] for r in status.get("reservedFor") or []] == [uids[f"{side}-a"]],
+            [(r["pool"], r["device"]) for r in status["allocation"]["devices"]["results"]],
+        )
+        assert pods[uids[f"{side}-a"]]["spec"]["nodeName"] == nodes[side]
+    assert ends["p"][:2] == ends["k"][:2] == ([], True), ends
+    await no_device_twice()
+
+    for side in sides:  # no finalizer: the claim goes at once, though its pod is bound
+        await custom.delete_namespaced_custom_object(
+            GROUP, VERSION, namespace, "resourceclaims", f"{side}-a"
+        )
+    await wait_until(lambda: bound("b"), 60, 0.3, "-b bound on both, on the freed device")
+    claims = await dra.claims()
+    pods = await _pods(api_client, namespace)
+    assert not claim_problems(claims, pods), claim_problems(claims, pods)
+    taken = sorted(allocated_devices(claims))
+    assert taken == sorted((DRIVER, node, "gpu-0") for node in nodes.values()), taken
+    result = await check_invariants(api_client, control_plane, namespace)
+    report(
+        "allocated-claim-finalizer-removed",
+        result,
+        finalizer_at_bind_podium=len(ends["p"][0]),
+        finalizer_at_bind_kube=len(ends["k"][0]),
+        b_message=repr(b_waiting["p"]),
     )

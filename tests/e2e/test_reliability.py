@@ -17,7 +17,7 @@ import json
 import signal
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any, cast
 
@@ -40,6 +40,9 @@ from podium.scheduling.scheduler import PodiumScheduler
 from tests.e2e.dra import (
     Dra,
     allocated_devices,
+    claim_spec,
+    exactly,
+    resource_claim,
     with_claims,
 )
 from tests.e2e.faults import (
@@ -60,6 +63,10 @@ from tests.e2e.faults import (
 )
 from tests.e2e.gang import create_group, member, pod_group
 from tests.e2e.test_leader_election import LEASE
+from tests.e2e.test_policy import GROUP, PLURAL, VERSION, crd  # noqa: F401 (a fixture)
+from tests.e2e.test_policy import _condition as condition
+from tests.e2e.test_policy import _create_policy as create_policy
+from tests.e2e.test_policy import _policy as policy_object
 from tests.e2e.test_scheduling import create_pods, pods_in
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -297,6 +304,68 @@ async def test_pdb_deleted_during_a_watch_gap_no_longer_guards_victims(
     assert pods_now["hi"]["spec"]["nodeName"] == n1
     assert "lo-a" not in pods_now and "lo-b" in pods_now
     report("pdb-deleted-in-watch-gap", compacted_at=revision)
+
+
+@pytest.mark.usefixtures("crd")
+async def test_policy_deleted_during_a_watch_gap_hands_its_name_over(
+    api_client: ApiClient,
+    namespace: str,
+    node_factory: Any,
+    podium: Any,
+    apiserver_guard: ControlPlane,  # last: torn down first, before the API is needed again
+) -> None:
+    """The serving SchedulerPolicy deleted while Podium's watches are down (as for the PDB
+    above) is forgotten by the resync: the next claimant of its schedulerName serves and
+    says so, and its pods bind; before, the gone policy kept the name until a restart."""
+    plane = apiserver_guard
+    sched = f"{namespace}-g1"[:63]
+    first, second = f"{namespace}-g1a"[:63], f"{namespace}-g1b"[:63]
+    selector = {"suite": namespace}
+    await node_factory([make_node(f"{namespace}-n0", labels=selector)])
+    proc = await podium()
+    await create_policy(api_client, first, {"schedulerName": sched})
+
+    def accepted(name: str, reason: str) -> Callable[[], Awaitable[bool]]:
+        async def check() -> bool:
+            cond = condition(await policy_object(api_client, name), "Accepted")
+            return cond.get("reason") == reason
+
+        return check
+
+    await wait_until(accepted(first, "Valid"), 20, 0.1, "g1a serves", watch=proc)
+    await create_policy(api_client, second, {"schedulerName": sched})
+    await wait_until(accepted(second, "Conflict"), 20, 0.1, "g1b in conflict", watch=proc)
+
+    def policy_resyncs() -> list[dict[str, Any]]:
+        records = [json.loads(line) for line in proc.log_lines() if '"resync_done"' in line]
+        return [r for r in records if r.get("kind") == "schedulerpolicies"]
+
+    before = len(policy_resyncs())
+    proc.process.send_signal(signal.SIGSTOP)
+    try:
+        await plane.arestart_apiserver(kill=True)
+        objects = client.CustomObjectsApi(api_client)
+        await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, first)
+        revision = await asyncio.to_thread(etcd_compact, plane)
+        await plane.arestart_apiserver(kill=True)
+    finally:
+        proc.process.send_signal(signal.SIGCONT)
+
+    def forgot_the_policy() -> bool:
+        return any(r.get("removed") == 1 for r in policy_resyncs()[before:])
+
+    await wait_until(forgot_the_policy, 60, 0.2, "the resync forgets g1a", watch=proc)
+    await wait_until(accepted(second, "Valid"), 20, 0.1, "g1b takes over", watch=proc)
+    await create_pods(
+        api_client, namespace, [make_pod("served", scheduler_name=sched, node_selector=selector)]
+    )
+
+    async def bound() -> bool:
+        return all(p["spec"].get("nodeName") for p in await pods_in(api_client, namespace))
+
+    await wait_until(bound, 30, 0.2, "the g1 pod bound under g1b", watch=proc)
+    await objects.delete_cluster_custom_object(GROUP, VERSION, PLURAL, second)
+    report("policy-deleted-in-watch-gap", compacted_at=revision)
 
 
 async def test_long_apiserver_outage_is_waited_out(
@@ -1026,10 +1095,14 @@ async def _churn(
     duration: float,
     per_second: int,
 ) -> dict[str, Any]:
-    """Every second, for ``duration`` seconds: ``per_second`` plain pods, a claim pod, a gang
-    of two, a Service and a node (one no pod selects) are created, and those of 10 s before
-    deleted (a claim pod with its claim, as the resourceclaim controller would; a gang with
-    its PodGroup). Podium's RSS and active-queue gauge are sampled every 5 s."""
+    """Every second, for ``duration`` seconds: ``per_second`` plain pods, two claim pods (one
+    with a claim from a template, one naming a claim of its own), a gang of two, a Service
+    and a node (one no pod selects) are created, and those of 10 s before deleted (a claim
+    pod with its claim, as the resourceclaim controller would; a gang with its PodGroup, whose
+    protection finalizer is removed as its controller would once the members are gone).
+    Names come back every 12 s: each object is created again under the name of one deleted
+    a moment before, with a new uid (pods, claims, PodGroups, Services, nodes). Podium's RSS
+    and active-queue gauge are sampled every 5 s."""
     core = client.CoreV1Api(api)
     custom = client.CustomObjectsApi(api)
     created: list[tuple[float, int]] = []
@@ -1037,44 +1110,59 @@ async def _churn(
     started = time.monotonic()
     serial = 0
     next_sample = started
+    klass = f"{namespace}-gpu"
 
     async def make(n: int) -> None:
         batch = pods(namespace, sched, per_second, f"c{n}-")
-        claim_pod = with_claims(
-            make_pod(f"d{n}", scheduler_name=sched, node_selector={"suite": namespace}),
-            {"gpu": "one"},
-        )
+        claim_pods = [
+            with_claims(
+                make_pod(f"d{n}", scheduler_name=sched, node_selector={"suite": namespace}),
+                {"gpu": "one"},
+            ),
+            with_claims(
+                make_pod(f"e{n}", scheduler_name=sched, node_selector={"suite": namespace}),
+                claims={"gpu": f"e{n}"},
+            ),
+        ]
         members = [
             member(f"g{n}-{i}", f"g{n}", sched, "100m", {"suite": namespace}) for i in range(2)
         ]
         await create_group(api, namespace, pod_group(f"g{n}", 2))
-        await create_pods(api, namespace, [*batch, claim_pod, *members])
+        spec = claim_spec(exactly("gpu", klass))
+        await dra.create("resourceclaims", resource_claim(f"e{n}", spec))
+        await create_pods(api, namespace, [*batch, *claim_pods, *members])
         await dra.instantiate(f"d{n}")
         await core.create_namespaced_service(namespace, cast(Any, _service(f"s{n}")))
         await core.create_node(cast(Any, make_node(f"{namespace}-x{n}", labels={"churn": "x"})))
 
     async def drop(n: int) -> None:
-        names = [f"c{n}-{i}" for i in range(per_second)] + [f"d{n}", f"g{n}-0", f"g{n}-1"]
+        names = [f"c{n}-{i}" for i in range(per_second)]
+        names += [f"d{n}", f"e{n}", f"g{n}-0", f"g{n}-1"]
         for name in names:
             with contextlib.suppress(client.ApiException):
                 await core.delete_namespaced_pod(name, namespace, grace_period_seconds=0)
         for claim in await dra.claims():
-            if claim["metadata"]["name"].startswith(f"d{n}-"):
-                await dra.delete_claim(claim["metadata"]["name"])
-        await custom.delete_namespaced_custom_object(
-            "scheduling.k8s.io", "v1beta1", namespace, "podgroups", f"g{n}"
-        )
+            name = claim["metadata"]["name"]
+            if name.startswith(f"d{n}-") or name == f"e{n}":
+                await dra.delete_claim(name)
+        # Its pods are gone: the podgroup-protection controller's part, then the delete.
+        group = ("scheduling.k8s.io", "v1beta1", namespace, "podgroups", f"g{n}")
+        if (await custom.get_namespaced_custom_object(*group))["metadata"].get("finalizers"):
+            unprotect = [{"op": "remove", "path": "/metadata/finalizers"}]
+            await custom.patch_namespaced_custom_object(*group, unprotect)
+        await custom.delete_namespaced_custom_object(*group)
         await core.delete_namespaced_service(f"s{n}", namespace)
         await core.delete_node(f"{namespace}-x{n}")
 
     try:
         while time.monotonic() - started < duration:
             tick = time.monotonic()
-            await make(serial)
-            created.append((tick, serial))
-            serial += 1
             while created and tick - created[0][0] > 10:
                 await drop(created.pop(0)[1])
+            # The slot of the objects dropped 12 s ago, or just now, at the latest.
+            await make(serial % 12)
+            created.append((tick, serial % 12))
+            serial += 1
             if tick >= next_sample:
                 text = await proc.metrics()
                 active = metric(text, "scheduler_pending_pods", 'queue="active"')
@@ -1087,7 +1175,7 @@ async def _churn(
         for _, n in created:
             with contextlib.suppress(client.ApiException):
                 await core.delete_node(f"{namespace}-x{n}")
-    return {"samples": samples, "created": serial * (per_second + 3)}
+    return {"samples": samples, "created": serial * (per_second + 4)}
 
 
 def _service(name: str) -> dict[str, Any]:

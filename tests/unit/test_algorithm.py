@@ -124,7 +124,7 @@ CASES = [
 def test_schedule(
     nodes: list[dict[str, Any]], incoming: dict[str, Any], chosen: str, message: str | None
 ) -> None:
-    from podium.framework.preemption import post_filter
+    from podium.algorithms.default_preemption import offline_message
 
     profile = build_profile(CORE)
     snap = _snapshot(nodes)
@@ -133,7 +133,7 @@ def test_schedule(
     assert placement.node == chosen
     if message is not None:
         assert placement.diagnosis is not None
-        placement.diagnosis.post_filter_msg = post_filter(
+        placement.diagnosis.post_filter_msg = offline_message(
             profile, snap, info, placement.diagnosis, random.Random(1)
         )
         assert placement.diagnosis.message() == message

@@ -6,6 +6,7 @@ import asyncio
 from collections.abc import Coroutine
 from typing import Any, ClassVar
 
+import numpy as np
 import pytest
 
 from podium.framework.binding import (
@@ -14,24 +15,34 @@ from podium.framework.binding import (
     go_duration,
     run_permit,
     run_post_bind,
+    run_post_filter,
     run_pre_bind,
     run_pre_bind_pre_flights,
+    run_pre_enqueue,
     run_reserve,
     run_unreserve,
     wait_on_permit,
 )
+from podium.framework.cycle import Diagnosis
 from podium.framework.extension import (
     ALLOW,
     SKIP,
+    FailedCycle,
     Handle,
     PermitPlugin,
     PostBindPlugin,
+    PostFilterPlugin,
+    PostFilterResult,
     PreBindPlugin,
+    PreEnqueuePlugin,
     ReservePlugin,
     Status,
 )
+from podium.framework.plugin import FilterPlugin
 from podium.framework.profile import Profile
 from podium.kube.objects import PodInfo, parse_pod
+from podium.scheduling.nominator import Nominator
+from podium.state.snapshot import Snapshot
 from tests.unit.builders import pod
 
 CALLS: list[str] = []
@@ -70,7 +81,23 @@ def _profile(*classes: type[Any]) -> Profile:
 
 def _handle() -> BindingHandle:
     spawned: list[Coroutine[Any, Any, object]] = []
-    return BindingHandle(client=None, spawn=spawned.append)  # type: ignore[arg-type]
+
+    async def event(pod: PodInfo, reason: str, note: str) -> None:
+        CALLS.append(f"event {reason}")
+
+    async def preempting(preemptor: str, uids: list[str], work: Coroutine[Any, Any, bool]) -> None:
+        await work
+
+    return BindingHandle(
+        client=None,  # type: ignore[arg-type]
+        spawn=spawned.append,
+        snapshot=Snapshot(),
+        observe=lambda kind, event_type, body: None,
+        wake=lambda uids, plugin: None,
+        event=event,
+        nominator=Nominator(),
+        preempting=preempting,
+    )
 
 
 POD = parse_pod(pod("p", cpu="100m"))
@@ -218,16 +245,15 @@ def _flying(status: Status) -> type[Any]:
 
 
 @pytest.mark.parametrize(
-    ("built_in", "answers", "expected"),
+    ("answers", "expected"),
     [
-        pytest.param(False, [], False, id="nothing-to-do"),
-        pytest.param(True, [], True, id="volumes-or-claims-to-write"),
-        pytest.param(False, [SKIP, SKIP], False, id="all-skip"),
-        pytest.param(False, [SKIP, ALLOW], True, id="one-success"),
-        pytest.param(True, [SKIP], True, id="built-in-success-plugin-skip"),
+        pytest.param([], False, id="nothing-to-do"),
+        pytest.param([ALLOW], True, id="volumes-or-claims-to-write"),
+        pytest.param([SKIP, SKIP], False, id="all-skip"),
+        pytest.param([SKIP, ALLOW], True, id="one-success"),
+        pytest.param([ALLOW, SKIP], True, id="built-in-success-plugin-skip"),
         pytest.param(
-            True,
-            [ERROR, ALLOW],
+            [ALLOW, ERROR, ALLOW],
             Failure(
                 'running PreBindPreFlight "example.com/FlightError": the plugin broke',
                 "example.com/FlightError",
@@ -236,7 +262,6 @@ def _flying(status: Status) -> type[Any]:
             id="error-stops-it",
         ),
         pytest.param(
-            False,
             [REJECT],
             Failure(
                 'PreBindPreFlight example.com/FlightUnschedulable returned "Unschedulable", '
@@ -248,17 +273,176 @@ def _flying(status: Status) -> type[Any]:
         ),
     ],
 )
-def test_pre_bind_pre_flights(
-    built_in: bool, answers: list[Status], expected: bool | Failure
-) -> None:
+def test_pre_bind_pre_flights(answers: list[Status], expected: bool | Failure) -> None:
     """RunPreBindPreFlights: Success when some PreBind works, Skip when none, Error
     (or any other code) fails the binding cycle."""
     CALLS.clear()
     profile = _profile(*(_flying(a) for a in answers))
-    assert run_pre_bind_pre_flights(profile, _handle(), POD, "n1", built_in) == expected
+    assert run_pre_bind_pre_flights(profile, _handle(), POD, "n1") == expected
 
 
 def test_a_pre_bind_plugin_does_work_unless_it_says_skip() -> None:
     """The default PreBindPreFlight answers Success: the nomination is written."""
     profile = _profile(_answering("PreBind", ALLOW))
-    assert run_pre_bind_pre_flights(profile, _handle(), POD, "n1", False) is True
+    assert run_pre_bind_pre_flights(profile, _handle(), POD, "n1") is True
+
+
+def _at_every_point(name: str, undo: bool = False) -> type[Any]:
+    """A filter that also implements PreEnqueue, PostFilter and Reserve (a built-in's
+    shape); its Unreserve leaves API work when ``undo``."""
+
+    class Both(FilterPlugin, PreEnqueuePlugin, PostFilterPlugin, ReservePlugin):
+        def filter(self, cycle: Any, nodes: Any) -> list[Any]:
+            return []
+
+        def pre_enqueue(self, handle: Handle, pod: PodInfo) -> Status:
+            CALLS.append(f"pre_enqueue {self.name}")
+            return Status("Unschedulable", "claims missing")
+
+        def post_filter(
+            self, handle: Handle, pod: PodInfo, failed: FailedCycle
+        ) -> PostFilterResult:
+            CALLS.append(f"post_filter {self.name}")
+            return PostFilterResult(Status("Unschedulable", f"{self.name} freed"))
+
+        def reserve(self, handle: Handle, pod: PodInfo, node: str) -> Status:
+            CALLS.append(f"reserve {self.name}")
+            return ALLOW
+
+        def unreserve(self, handle: Handle, pod: PodInfo, node: str) -> Any:
+            CALLS.append(f"unreserve {self.name}")
+            if not undo:
+                return None
+
+            async def work() -> None:
+                CALLS.append(f"undo {self.name}")
+
+            return work()
+
+    Both.name = name
+    return Both
+
+
+async def test_filters_implementing_a_point_run_before_the_extensions() -> None:
+    """Go's default profile lists the built-ins first: a filter's Reserve runs before an
+    extension's, its Unreserve after, and its API work is handed back to be awaited."""
+    CALLS.clear()
+    profile = Profile(
+        filters=[_at_every_point("Builtin", undo=True)()],
+        extensions=[_answering("Reserve", ALLOW)()],
+    )
+    assert run_reserve(profile, _handle(), POD, "n1") is None
+    undo = run_unreserve(profile, _handle(), POD, "n1")
+    assert undo is not None
+    assert CALLS == [
+        "reserve Builtin",
+        "reserve example.com/ReserveSuccess",
+        "unreserve example.com/ReserveSuccess",
+        "unreserve Builtin",
+    ]
+    await undo
+    assert CALLS[-1] == "undo Builtin"
+
+
+def test_pre_enqueue_and_post_filter() -> None:
+    """PreEnqueue stops at the first plugin that turns the pod away; PostFilter runs every
+    plugin and gathers their reasons, in profile order."""
+    CALLS.clear()
+    profile = Profile(filters=[_at_every_point("A")(), _at_every_point("B")()])
+    assert run_pre_enqueue(profile, _handle(), POD) == ("A", "claims missing")
+    answer = run_post_filter(profile, _handle(), POD, _failed(profile))
+    assert answer == PostFilterResult(Status("Unschedulable", "A freed, B freed"))
+    assert CALLS == ["pre_enqueue A", "post_filter A", "post_filter B"]
+    assert run_unreserve(profile, _handle(), POD, "n1") is None
+
+
+def _failed(profile: Profile) -> FailedCycle:
+    diagnosis = Diagnosis(0, np.zeros(0, dtype=np.int8), np.zeros(0, dtype=np.int16))
+    return FailedCycle(profile, diagnosis)
+
+
+def _post_filter(code: str, reason: str, nominating: str | None) -> type[Any]:
+    """A PostFilter plugin answering ``code``; its dry run answers the same, marked."""
+    answer = PostFilterResult(Status(code, reason), nominating)  # type: ignore[arg-type]
+
+    class Answering(PostFilterPlugin):
+        name = f"example.com/{code}{reason}"
+
+        def post_filter(
+            self, handle: Handle, pod: PodInfo, failed: FailedCycle
+        ) -> PostFilterResult:
+            CALLS.append(f"post_filter {self.name}")
+            return answer
+
+        def post_filter_dry_run(
+            self, handle: Handle, pod: PodInfo, failed: FailedCycle
+        ) -> PostFilterResult:
+            CALLS.append(f"dry_run {self.name}")
+            return answer
+
+    return Answering
+
+
+U1 = ("Unschedulable", "one", None)
+U2 = ("Unschedulable", "two", "")
+U3 = ("Unschedulable", "", "n3")
+OK = ("Success", "found n9", "n9")
+ERR = ("Error", "broke", "n1")
+
+
+@pytest.mark.parametrize(
+    ("plugins", "expected", "ran"),
+    [
+        pytest.param([], PostFilterResult(Status("Unschedulable"), ""), 0, id="none-clears"),
+        pytest.param([U1], PostFilterResult(Status("Unschedulable", "one")), 1, id="no-nomination"),
+        pytest.param(
+            [U1, U2, U3],
+            PostFilterResult(Status("Unschedulable", "one, two"), "n3"),
+            3,
+            id="reasons-joined-last-nomination-kept",
+        ),
+        pytest.param(
+            [U3, U2], PostFilterResult(Status("Unschedulable", "two"), ""), 2, id="a-clear-is-kept"
+        ),
+        pytest.param(
+            [U1, OK, U2],
+            PostFilterResult(Status("Success", "found n9"), "n9"),
+            2,
+            id="success",
+        ),
+        pytest.param(
+            [U3, ERR, U1],
+            PostFilterResult(Status("Error", "broke")),
+            2,
+            id="error",
+        ),
+    ],
+)
+def test_run_post_filter_follows_run_post_filter_plugins(
+    plugins: list[tuple[str, str, str | None]], expected: PostFilterResult, ran: int
+) -> None:
+    """Go's RunPostFilterPlugins: in order, Success and Error stop the rest; otherwise the
+    reasons are joined and the last nomination given is kept; none at all clears it."""
+    for dry_run in (False, True):
+        CALLS.clear()
+        profile = Profile(extensions=[_post_filter(*p)() for p in plugins], dry_run=dry_run)
+        assert run_post_filter(profile, _handle(), POD, _failed(profile)) == expected
+        assert len(CALLS) == ran
+        assert all(c.startswith("dry_run" if dry_run else "post_filter") for c in CALLS)
+
+
+def test_the_profile_preemption_switch_takes_its_own_post_filters_out() -> None:
+    """``preemption`` decides whether the profile's own PostFilter plugins (DefaultPreemption)
+    are in its PostFilter list; the filters' and extensions' stay."""
+    CALLS.clear()
+    profile = Profile(
+        extensions=[_post_filter(*U1)()], post_filters=[_post_filter(*OK)()], preemption=False
+    )
+    answer = run_post_filter(profile, _handle(), POD, _failed(profile))
+    assert answer == PostFilterResult(Status("Unschedulable", "one"))
+    profile.preemption = True
+    answer = run_post_filter(profile, _handle(), POD, _failed(profile))
+    assert answer == PostFilterResult(Status("Success", "found n9"), "n9")
+    assert CALLS == ["post_filter example.com/Unschedulableone"] * 2 + [
+        "post_filter example.com/Successfound n9"
+    ]

@@ -41,6 +41,7 @@ from podium.algorithms.pod_topology_spread import (
     parse_constraints,
 )
 from podium.algorithms.taint_toleration import _HARD_EFFECTS, REASON, TaintToleration, untolerated
+from podium.framework.batch import SortedNodes
 from podium.framework.cycle import (
     UNRESOLVABLE,
     UNSCHEDULABLE,
@@ -50,6 +51,7 @@ from podium.framework.cycle import (
     Placement,
     Scheduler,
     _find_feasible,
+    _in_window,
     _restricted_order,
     _score,
     filter_nodes,
@@ -254,6 +256,7 @@ def ref_find_feasible(
     restricting: list[str],
     within: frozenset[str] | None = None,
     held: Held | None = None,
+    rejected: int | None = None,
 ) -> tuple[IndexArray, int]:
     total = len(snapshot)
     # The rotated order is built whole only when a restriction must look at every node;
@@ -290,6 +293,8 @@ def ref_find_feasible(
         feasible.append(fit)
         found += fit.size
         processed = start + nodes.size
+    if rejected is not None and not _in_window(snapshot, state, order, processed, rejected):
+        processed += 1
     if total:
         state.next_start = (state.next_start + processed) % total
 
@@ -305,7 +310,10 @@ def ref_score(
     placement: Placement,
     candidates: IndexArray,
     record: bool,
+    ranked: bool = False,
 ) -> Placement:
+    # These cycles carry no cycle count, so no pod is signed and nothing is ranked.
+    assert not ranked
     if candidates.size == 1 and not record:
         placement.node = snapshot.names[int(candidates[0])]
         placement.candidates = candidates
@@ -321,9 +329,8 @@ def ref_score(
         totals += normalized * weight
         if record:
             placement.plugin_scores[scorer.name] = normalized
-    best = np.flatnonzero(totals == totals.max())
-    choice = int(best[state.rng.randrange(best.size)]) if best.size > 1 else int(best[0])
-    placement.node = snapshot.names[int(candidates[choice])]
+    # The pick itself is Go's heap (SortedNodes): the reference checks the scores.
+    placement.node = SortedNodes([snapshot.names[int(r)] for r in candidates], totals, {}).pop()
     placement.score_seconds = time.perf_counter() - score_started
     placement.candidates = candidates
     placement.totals = totals

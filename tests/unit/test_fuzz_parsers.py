@@ -360,6 +360,7 @@ class DummyBinder:
     """Stands in for Binder: on_pod/on_node never call it; cycles may."""
 
     client = None  # a resync would LIST through it; no relist happens here
+    instance = "test"
 
     def __init__(self) -> None:
         self.calls: Counter[str] = Counter()

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import yaml
 
-from podium.devcluster.image import image_config, project_version
+from podium.devcluster.image import EXTRAS, image_config, project_version
 from podium.devcluster.oci import ImageLayout, file_layer, write_image_layout
 
 REPO = Path(__file__).resolve().parents[2]
@@ -79,8 +79,11 @@ def test_dockerfile_and_builder_agree() -> None:
     for key, value in docker["env"].items():
         if not key.startswith("PIP_"):  # pip's settings matter only while building
             assert built_env.get(key) == value, key
-    # Both install the project's own wheel, so both report the pyproject version.
-    assert any("pip install --no-index --find-links /wheels podium" in r for r in docker["run"])
+    # Both install the project's own wheel, so both report the pyproject version, and
+    # the same extras.
+    install = f"pip install --no-index --find-links /wheels 'podium{EXTRAS}'"
+    assert any(install in r for r in docker["run"])
+    assert f"pip wheel --wheel-dir /wheels '.{EXTRAS}'" in (REPO / "Dockerfile").read_text()
     pyproject = tomllib.loads((REPO / "pyproject.toml").read_text())
     chart = yaml.safe_load((REPO / "charts/podium/Chart.yaml").read_text())
     assert version == pyproject["project"]["version"] == chart["appVersion"]

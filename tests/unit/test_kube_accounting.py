@@ -593,3 +593,17 @@ def test_a_pod_being_deleted_still_counts() -> None:
         "node n: cpu requested 3000 > allocatable 2000 (2000 of it from pods created with "
         "spec.nodeName); placed there by a scheduler: ns/in"
     ]
+
+
+def test_extended_resources_a_claim_serves_are_not_counted_against_allocatable() -> None:
+    served = placed("dra", "n", scheduler=True, **{"example.com/gpu": "1"})
+    mapping = {"containerName": "c", "resourceName": "example.com/gpu", "requestName": "r"}
+    served["status"]["extendedResourceClaimStatus"] = {
+        "requestMappings": [mapping],
+        "resourceClaimName": "dra-extended-resources-abcde",
+    }
+    plugin = placed("plugin", "n", scheduler=True, **{"example.com/gpu": "1"})
+    found = overbookings([node("n")], [served, plugin])
+    assert [(o.resource, o.requested, o.scheduler_bound) for o in found] == [
+        ("example.com/gpu", 1, ("ns/plugin",))
+    ]

@@ -14,12 +14,7 @@ from podium.kube.objects import PodInfo
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.podgroup_cycle import (
-    CLAIMS_UNSUPPORTED,
-    VOLUMES_UNSUPPORTED,
-    merged_conditions,
-    pre_enqueue,
-)
+from podium.scheduling.podgroup_cycle import merged_conditions, pre_enqueue
 from podium.scheduling.queue import GANG
 from podium.scheduling.scheduler import PodiumScheduler
 from podium.state.podgroups import PodGroup, parse_pod_group
@@ -520,60 +515,6 @@ async def test_topology_aware_placements(
         assert len(binder.bound) == len(members)
     (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
     assert (cond["status"], cond["message"]) == condition
-
-
-CLAIM = {
-    "metadata": {"name": "c", "namespace": "default", "uid": "cu", "resourceVersion": "1"},
-    "spec": {"devices": {"requests": []}},
-}
-WFFC_CLASS = {
-    "metadata": {"name": "local", "resourceVersion": "1"},
-    "provisioner": "kubernetes.io/no-provisioner",
-    "volumeBindingMode": "WaitForFirstConsumer",
-}
-UNBOUND_PVC = {
-    "metadata": {"name": "data", "namespace": "default", "resourceVersion": "1"},
-    "spec": {"storageClassName": "local", "accessModes": ["ReadWriteOnce"]},
-    "status": {"phase": "Pending"},
-}
-
-
-@pytest.mark.parametrize(
-    ("objects", "spec", "message"),
-    [
-        (
-            [("resourceclaims", CLAIM)],
-            {"resourceClaims": [{"name": "gpu", "resourceClaimName": "c"}]},
-            CLAIMS_UNSUPPORTED,
-        ),
-        (
-            [("storageclasses", WFFC_CLASS), ("persistentvolumeclaims", UNBOUND_PVC)],
-            {"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "data"}}]},
-            VOLUMES_UNSUPPORTED,
-        ),
-    ],
-    ids=["resource-claims", "unbound-wait-for-first-consumer-claims"],
-)
-async def test_members_whose_devices_or_volumes_need_holding_fail_loudly(
-    objects: list[tuple[str, dict[str, Any]]], spec: dict[str, Any], message: str
-) -> None:
-    """Placing such members one by one could bind a part of the gang: none is bound."""
-    binder = _Binder()
-    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
-    sched.pod_groups.served = True
-    sched.on_node("ADDED", node("n0", cpu="4"))
-    for kind, body in objects:
-        if kind == "resourceclaims":
-            sched.on_dra(kind, "ADDED", body)
-        else:
-            sched.on_volume(kind, "ADDED", body)
-    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
-    for name in ("m0", "m1"):
-        sched.on_pod("ADDED", _member(name, "1", **spec))
-    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    await sched.settle()
-    assert binder.bound == {}
-    assert binder.messages == {"m0": message, "m1": message}
 
 
 async def test_a_cycle_that_raises_leaves_no_member_taken_or_assumed() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from podium.kube.client import LIST_PAGE, ApiError
+from podium.kube.kinds import Kind
 from podium.kube.listwatch import stale_keys
 from podium.scheduling.resync import METADATA_LIST, Resyncer, ResyncSettings
 from tests.unit.clock import ManualClock
@@ -159,4 +160,28 @@ async def test_a_relist_reconciles_every_kind_since_an_emptied_collection_sends_
         ["/api/v1/nodes", "/api/v1/nodes", "/api/v1/pods", "/apis/policy/v1/poddisruptionbudgets"]
     )
     assert ("poddisruptionbudgets", "shop/guard") in forgotten
+    await resync.close()
+
+
+async def test_a_store_outside_the_cache_is_reconciled_through_its_own_pair() -> None:
+    """SchedulerPolicies live in the policy handler, not the scheduler's cache: a relist
+    reconciles them with the handler's own versions and forget, by name."""
+    page = {"metadata": {"resourceVersion": "30"}, "items": [{"metadata": {"name": "kept"}}]}
+    lister = _Lister(page)
+    forgotten: list[str] = []
+    resync = Resyncer(
+        lister,  # type: ignore[arg-type]
+        lambda kind: pytest.fail(f"the cache was asked for {kind}"),
+        lambda kind, key: pytest.fail(f"the cache was told to forget {kind} {key}"),
+        ResyncSettings(quiet=0, retry=0.01, period=0),
+    )
+    kind = Kind("podium.dev", "v1alpha1", "schedulerpolicies", "SchedulerPolicy", False)
+    resync.watch_store(kind, lambda: {"kept": "5", "gone": "6", "newer": "31"}, forgotten.append)
+    resync.kinds = {"schedulerpolicies": resync.kinds["schedulerpolicies"]}
+    resync.listed("schedulerpolicies", relist=True)
+    task = resync.kinds["schedulerpolicies"].task
+    assert task is not None
+    await asyncio.wait_for(task, 5)
+    assert lister.calls == ["/apis/podium.dev/v1alpha1/schedulerpolicies"]
+    assert forgotten == ["gone"]
     await resync.close()

@@ -12,7 +12,7 @@ from podium.scheduling.scheduler import PodiumScheduler
 
 
 def _scheduler() -> PodiumScheduler:
-    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    binder = cast(Binder, type("NoBinder", (), {"client": None, "instance": ""})())
     return PodiumScheduler(binder, {"podium": default_profile("podium")})
 
 

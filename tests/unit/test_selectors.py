@@ -65,7 +65,7 @@ class _Client:
 
 
 def _scheduler() -> PodiumScheduler:
-    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    binder = cast(Binder, type("NoBinder", (), {"client": None, "instance": ""})())
     return PodiumScheduler(binder, {"podium": default_profile("podium")})
 
 

@@ -245,7 +245,7 @@ def recorded_run(tmp_path: Path) -> tuple[Path, Path]:
     ("policy", "agreed"),
     [
         pytest.param(None, 30, id="same-policy-agrees-fully"),
-        pytest.param(MOST, 5, id="most-allocated-packs-elsewhere"),
+        pytest.param(MOST, 6, id="most-allocated-packs-elsewhere"),
     ],
 )
 def test_replay(

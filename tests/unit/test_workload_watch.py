@@ -36,7 +36,7 @@ class _Client:
     ],
 )
 async def test_watches_follow_discovery(discovery: dict[str, Any] | None, served: bool) -> None:
-    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    binder = cast(Binder, type("NoBinder", (), {"client": None, "instance": ""})())
     sched = PodiumScheduler(binder, {"podium": default_profile("podium")})
     await sched.discover(cast(Any, _Client(discovery)))
     assert sched.pod_groups.served is served
@@ -49,7 +49,7 @@ async def test_watches_follow_discovery(discovery: dict[str, Any] | None, served
 
 
 async def test_a_relist_forgets_a_pod_group_deleted_during_a_watch_gap() -> None:
-    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    binder = cast(Binder, type("NoBinder", (), {"client": None, "instance": ""})())
     sched = PodiumScheduler(binder, {"podium": default_profile("podium")})
     await sched.discover(cast(Any, _Client(GROUP_RESOURCES)))
     assert {"workloads", "podgroups"} <= set(sched.resync.kinds)
@@ -65,7 +65,7 @@ async def test_a_relist_forgets_a_pod_group_deleted_during_a_watch_gap() -> None
 
 
 async def test_an_unserved_workload_api_is_never_resynced() -> None:
-    binder = cast(Binder, type("NoBinder", (), {"client": None})())
+    binder = cast(Binder, type("NoBinder", (), {"client": None, "instance": ""})())
     sched = PodiumScheduler(binder, {"podium": default_profile("podium")})
     await sched.discover(cast(Any, _Client(None)))
     assert not {"workloads", "podgroups"} & set(sched.resync.kinds)

@@ -561,8 +561,9 @@ class _Runtime(NamedTuple):
 
 def load_runtime() -> None:
     """Load cel-python now. Its imports and parser tables take about 0.1 s of CPU, which
-    the first cycle that reads a device would otherwise spend holding the event loop; the
-    scheduler calls this in a worker thread when the first DRA object arrives."""
+    the first cycle that reads a device would otherwise spend holding the event loop;
+    DynamicResources' ``warm_up`` runs it in a worker thread when the first device or
+    class arrives."""
     _runtime()
 
 

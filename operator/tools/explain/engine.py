@@ -14,6 +14,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from podium.algorithms.default_preemption import offline_message
 from podium.algorithms.dynamic_resources.diagnose import ClaimDiagnoser
 from podium.algorithms.dynamic_resources.plugin import CANNOT_ALLOCATE, pod_claims
 from podium.algorithms.dynamic_resources.plugin import NAME as DYNAMIC_RESOURCES
@@ -26,12 +27,12 @@ from podium.framework.cycle import (
     run_pre_filters,
 )
 from podium.framework.plugin import Cycle, IndexArray
-from podium.framework.preemption import post_filter
 from podium.framework.profile import Profile
 from podium.kube.objects import PodInfo
 from podium.kube.resources import request_sources
 from podium.state.cache import Cache
 from podium.state.snapshot import Snapshot
+from podium.tools.explain.extended import add_extended
 from podium.tools.explain.model import FORCED_PERCENTAGE, Explanation, NodeRow
 from podium.tools.explain.suggestions import (
     attempt,
@@ -146,6 +147,7 @@ def explain_pod(
     )
     _add_details(forced, cycle, narrowing, rejected_rows[:details_for], snapshot)
     _add_claim_problems(cycle, rejected_rows[:details_for], snapshot)
+    add_extended(forced, snapshot, pod, ordered)
 
     out = Explanation(
         pod=pod.key,
@@ -170,10 +172,9 @@ def explain_pod(
     if placement.node:
         _decide(out, placement, weights)
     else:
-        if profile.preemption:
-            diagnosis.post_filter_msg = post_filter(
-                forced, snapshot, pod, diagnosis, random.Random(0)
-            )
+        diagnosis.post_filter_msg = offline_message(
+            forced, snapshot, pod, diagnosis, random.Random(0)
+        )
         out.message = diagnosis.message()
         if len(snapshot) == 0:
             out.message = "no nodes available to schedule pods"

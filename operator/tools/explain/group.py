@@ -12,7 +12,11 @@ import random
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
+from podium.algorithms.default_preemption import offline_group_preemption
+from podium.algorithms.dynamic_resources.group import GroupClaims
+from podium.algorithms.dynamic_resources.plugin import dynamic_resources
 from podium.framework.cycle import Scheduler
+from podium.framework.extension import FailedGroup
 from podium.framework.podgroup import (
     Board,
     GroupOutcome,
@@ -21,7 +25,6 @@ from podium.framework.podgroup import (
     validate_group,
     waiting_reason,
 )
-from podium.framework.podgroup_preemption import preempt_group
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
 from podium.kube.objects import PodInfo
@@ -41,7 +44,7 @@ def _placed(outcome: GroupOutcome) -> list[PodInfo]:
 def _give_back(board: Board, outcome: GroupOutcome) -> None:
     if outcome.success:
         for pod in _placed(outcome):
-            board.cache.forget_pod(pod)
+            board.forget(pod)
         board.snapshot.update(board.cache)
 
 
@@ -82,7 +85,15 @@ def explain_group(
     report.invalid = validate_group(group, pending, scheduled)
     if report.invalid:
         return report
-    board = Board(Scheduler(random.Random(0)), cache, snapshot)
+    # Each member's devices held for the next, as the live cycle holds them.
+    claims = GroupClaims(snapshot.dra, snapshot, dynamic_resources(profile))
+    board = Board(
+        Scheduler(random.Random(0)),
+        cache,
+        snapshot,
+        reserve=claims.reserve,
+        unreserve=claims.unreserve,
+    )
     ordered = sorted(pending, key=lambda p: (-p.priority, p.created, p.name))
     entries = [QueuedPod(p) for p in ordered]
     outcome = place_group(board, profile, group, entries, scheduled)
@@ -101,9 +112,10 @@ def explain_group(
     if outcome.success:
         return report
     report.message = group_unschedulable(outcome, False)
-    if profile.preemption:
-        known = {group.key: group, **(groups or {})}
-        result = preempt_group(board, profile, group, entries, scheduled, known, pdbs)
+    known = {group.key: group, **(groups or {})}
+    failed = FailedGroup(profile, group, entries, scheduled, board)
+    result = offline_group_preemption(failed, known, pdbs)
+    if result is not None:
         report.message = f"{outcome.status_message()}, {result.message}"
         if result.success:
             report.victims = [p.key for p in result.victims]

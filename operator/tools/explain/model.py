@@ -27,6 +27,9 @@ class NodeRow:
     total: int | None = None
     # DynamicResources rejections: the claim requests that cannot be met on this node.
     claims: list[RequestProblem] = field(default_factory=list)
+    # Feasible nodes: what would serve each DRA-backed extended resource (class and
+    # devices, or the device plugin).
+    extended: list[str] = field(default_factory=list)
 
     def to_dict(self, weights: Mapping[str, int]) -> dict[str, Any]:
         out: dict[str, Any] = {"node": self.node, "verdict": self.verdict}
@@ -36,6 +39,8 @@ class NodeRow:
                 name: {"score": score, "weight": weights[name], "weighted": score * weights[name]}
                 for name, score in self.scores.items()
             }
+            if self.extended:
+                out["extendedResources"] = list(self.extended)
         else:
             out["plugin"] = self.plugin
             out["reasons"] = list(self.reasons)

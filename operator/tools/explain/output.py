@@ -67,6 +67,9 @@ def format_table(exp: Explanation, top: int | None = None) -> str:
         if exp.skipped_scores:
             skipped = ", ".join(exp.skipped_scores)
             lines.append(f"  skipped for this pod (nothing to score): {skipped}")
+        served = [f"    {r.node}: {sentence}" for r in shown for sentence in r.extended]
+        if served:
+            lines += ["  extended resources, per node:", *served]
     rejected = exp.rejected
     lines.append("")
     lines.append(f"REJECTED: {len(rejected)} of {exp.nodes_total}")

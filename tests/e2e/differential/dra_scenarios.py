@@ -123,3 +123,49 @@ def generate(seed: int, prefix: str, classes: tuple[str, str]) -> DraScenario:
         constraint = {"requests": ["r0", "r1"], kind: f"{DRIVER}/model"}
         scenario.template["devices"]["constraints"] = [constraint]
     return scenario
+
+
+# -- DRA-backed extended resources ------------------------------------------------------------
+
+# Where a pod's extended resource can come from: devices in ResourceSlices (through a
+# DeviceClass's extendedResourceName), device plugins (the node's capacity), both on
+# different nodes, or the class's implicit name deviceclass.resource.kubernetes.io/<class>.
+EXTENDED_MODES = ("dra", "plugin", "both", "implicit")
+
+
+@dataclass
+class ExtendedScenario:
+    seed: int
+    mode: str
+    nodes: list[dict[str, Any]] = field(default_factory=list)
+    slices: list[dict[str, Any]] = field(default_factory=list)
+    # The pod's containers: (name, amount, init?, sidecar?) in spec order, inits first.
+    containers: list[tuple[str, int, bool, bool]] = field(default_factory=list)
+
+
+def generate_extended(seed: int, prefix: str, resource: str) -> ExtendedScenario:
+    """One scenario for ``resource`` (the explicit name, or an implicit one in mode
+    ``implicit``): 1-4 nodes, each offering 0-4 devices in a slice or 0-4 units of
+    device-plugin capacity in its status; a pod whose main container asks 1-3, now and
+    then with a second container, an init container or a sidecar asking too."""
+    rng = random.Random(seed)
+    mode = EXTENDED_MODES[seed // 4 % len(EXTENDED_MODES)]
+    scenario = ExtendedScenario(seed, mode)
+    names = [f"{prefix}-n{i}" for i in range(rng.randint(1, 4))]
+    for i, name in enumerate(names):
+        plugin = mode == "plugin" or (mode == "both" and i % 2 == 1)
+        count = rng.choice((0, 1, 2, 3, 4))
+        extended = {resource: count} if plugin else None
+        cpu = rng.choice(("2", "4", "8", "16"))
+        scenario.nodes.append(make_node(name, cpu=cpu, extended=extended))
+        devices = [] if plugin else [device(f"gpu-{d}", model="a") for d in range(count)]
+        scenario.slices.append(resource_slice(f"{name}-gpus", name, devices))
+    roll = rng.random()
+    if roll < 0.15:
+        scenario.containers.append(("init", rng.randint(1, 3), True, False))
+    elif roll < 0.25:
+        scenario.containers.append(("sidecar", 1, True, True))
+    scenario.containers.append(("main", rng.randint(1, 3), False, False))
+    if rng.random() < 0.2:
+        scenario.containers.append(("second", 1, False, False))
+    return scenario

@@ -10,7 +10,6 @@ final score in kube-scheduler's own -v=10 log (``kube_scores``).
 
 from __future__ import annotations
 
-import asyncio
 import copy
 import json
 from dataclasses import dataclass
@@ -23,13 +22,13 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
-from tests.e2e.differential.kube_scores import KubeLog
+from tests.e2e.differential.kube_scores import NODE_ADDED, NODE_DELETED, KubeLog
+from tests.e2e.differential.podium_cache import cached, holds
 from tests.e2e.differential.scenarios import Scenario, generate
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 KUBE, PODIUM = "diff-kube", "diff-podium"
-SETTLE = 0.4  # seconds for both schedulers' watches to see a change
 
 
 @dataclass
@@ -58,14 +57,25 @@ async def _decide(core: client.CoreV1Api, namespace: str, body: dict[str, Any]) 
 
 
 async def _run(
-    api: ApiClient, core: client.CoreV1Api, namespace: str, scenario: Scenario, kube_log: KubeLog
+    api: ApiClient,
+    core: client.CoreV1Api,
+    namespace: str,
+    scenario: Scenario,
+    kube_log: KubeLog,
+    podium: Any,
+    base_nodes: int,
 ) -> dict[str, Any]:
+    """One scenario. Each scheduler decides once its cache holds the scenario's nodes
+    (kube-scheduler's log, Podium's cache size); pods need no wait, since each scheduler
+    sees them in the one pod stream, in order, before its incoming pod."""
     names = [n["metadata"]["name"] for n in scenario.nodes]
+    mark = kube_log.mark()
     await create_nodes(api, scenario.nodes)
     for pod in scenario.pods:
         await core.create_namespaced_pod(namespace, cast(Any, pod))
     try:
-        await asyncio.sleep(SETTLE)
+        await kube_log.wait_events(((NODE_ADDED, n) for n in names), mark, 30)
+        await holds(podium, {"nodes": base_nodes + len(names)})
         decisions, marks = {}, {}
         for scheduler in (KUBE, PODIUM):
             body = copy.deepcopy(scenario.incoming)
@@ -74,11 +84,12 @@ async def _run(
             asked = kube_log.mark()
             decisions[scheduler] = await _decide(core, namespace, body)
             marks[scheduler] = (asked, kube_log.mark())
-            await asyncio.sleep(SETTLE)
     finally:
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        gone = kube_log.mark()
         await delete_nodes(api, names)
-        await asyncio.sleep(SETTLE)
+        await kube_log.wait_events(((NODE_DELETED, n) for n in names), gone, 30)
+        await holds(podium, {"nodes": base_nodes})
     kube, mine = decisions[KUBE], decisions[PODIUM]
     cycle = kube_log.cycle(namespace, f"incoming-{KUBE}", *marks[KUBE]) if kube.node else None
     best = cycle.unique_best(kube.node) if cycle else ""
@@ -108,14 +119,17 @@ async def test_agrees_with_kube_scheduler(
 ) -> None:
     core = client.CoreV1Api(api_client)
     kube = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
-    await podium("--scheduler-name", PODIUM)
+    proc = await podium("--scheduler-name", PODIUM)
+    base_nodes = await cached(proc, "nodes")
     kube_log = KubeLog(kube.log_path)
     count = int(pytestconfig.getoption("--scenarios"))
     results = []
     for seed in range(count):
         scenario = generate(seed, prefix=f"{namespace[:20]}-s{seed}")
         try:
-            results.append(await _run(api_client, core, namespace, scenario, kube_log))
+            results.append(
+                await _run(api_client, core, namespace, scenario, kube_log, proc, base_nodes)
+            )
         except (TimeoutError, ApiException, ValueError) as exc:
             results.append({"seed": seed, "disagree": f"harness: {exc}"})
     report = tmp_path / "differential.json"

@@ -9,13 +9,13 @@ kube-scheduler's own final scores make the best node unique. The summary also
 counts the ``split_view`` scenarios (issue 31's shape) decided that way by scores.
 
 kube-scheduler's log shows when its informers delivered each node, bound pod
-and status write, so its decision waits for exactly that; Podium decides a
-settle period after kube-scheduler, by which time its watches have caught up.
+and status write, so its decision waits for exactly that; Podium's decision waits
+until its cache holds the scenario's nodes (pods and status writes reach it in the one
+pod stream, in order, before its incoming pod).
 """
 
 from __future__ import annotations
 
-import asyncio
 import collections
 import copy
 import json
@@ -32,6 +32,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from tests.e2e.differential import kube_scores
 from tests.e2e.differential.kube_scores import KubeLog
+from tests.e2e.differential.podium_cache import cached, holds
 from tests.e2e.differential.resource_scenarios import (
     IMAGE,
     RUNTIME_CLASSES,
@@ -43,7 +44,6 @@ from tests.e2e.overbooking import find_overbookings
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
 KUBE, PODIUM = "rdiff-kube", "rdiff-podium"
-SETTLE = 0.4  # seconds for Podium's watches to see a change
 
 
 @pytest_asyncio.fixture(loop_scope="session")
@@ -115,7 +115,12 @@ def _incoming(scenario: ResourceScenario, scheduler: str) -> dict[str, Any]:
 
 
 async def _run(
-    api: ApiClient, namespace: str, scenario: ResourceScenario, kube_log: KubeLog
+    api: ApiClient,
+    namespace: str,
+    scenario: ResourceScenario,
+    kube_log: KubeLog,
+    podium: Any,
+    base_nodes: int,
 ) -> dict[str, Any]:
     core = client.CoreV1Api(api)
     names = [n["metadata"]["name"] for n in scenario.nodes]
@@ -137,8 +142,7 @@ async def _run(
         asked = kube_log.mark()
         kube = decisions[KUBE] = await _decide(api, namespace, _incoming(scenario, KUBE))
         seen = kube_log.mark()
-        # Podium's watches get SETTLE to see the state and the deletion of kube's pod.
-        await asyncio.sleep(SETTLE)
+        await holds(podium, {"nodes": base_nodes + len(names)})
         mine = decisions[PODIUM] = await _decide(api, namespace, _incoming(scenario, PODIUM))
         cycle = kube_log.cycle(namespace, f"incoming-{KUBE}", asked, seen) if kube["node"] else None
     finally:
@@ -152,6 +156,7 @@ async def _run(
             + [(kube_scores.POD_DELETED, p) for p in leaving],
             after=mark,
         )
+        await holds(podium, {"nodes": base_nodes})
     best = cycle.unique_best(kube["node"]) if cycle else ""
     result: dict[str, Any] = {
         "seed": scenario.seed,
@@ -182,14 +187,15 @@ async def test_resource_accounting_agrees_with_kube_scheduler(
     tmp_path: Path,
 ) -> None:
     kube = await kube_scheduler(KUBE, percentage_of_nodes_to_score=100, verbosity=10)
-    await podium("--scheduler-name", PODIUM)
+    proc = await podium("--scheduler-name", PODIUM)
+    base_nodes = await cached(proc, "nodes")
     kube_log = KubeLog(kube.log_path)
     count = int(pytestconfig.getoption("--scenarios"))
     results = []
     for seed in range(count):
         scenario = generate(seed, prefix=f"{namespace[:20]}-r{seed}")
         try:
-            results.append(await _run(api_client, namespace, scenario, kube_log))
+            results.append(await _run(api_client, namespace, scenario, kube_log, proc, base_nodes))
         except (TimeoutError, ApiException, ValueError) as exc:
             results.append({"seed": seed, "disagree": f"harness: {exc}"})
     report = tmp_path / "resource-differential.json"

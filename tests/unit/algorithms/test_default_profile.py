@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from podium.algorithms.default_preemption import offline_message
 from podium.framework.cycle import Scheduler
-from podium.framework.preemption import post_filter
 from podium.kube.objects import parse_pod
 from podium.policy import default_profile
 
@@ -38,7 +38,7 @@ def attempt(
         return placement.node, ""
     diagnosis = placement.diagnosis
     assert diagnosis is not None
-    diagnosis.post_filter_msg = post_filter(profile, snap, target, diagnosis, random.Random(7))
+    diagnosis.post_filter_msg = offline_message(profile, snap, target, diagnosis, random.Random(7))
     return "", diagnosis.message()
 
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from podium.algorithms.default_preemption import offline_message
 from podium.algorithms.node_declared_features import (
     REASON,
     RESTART_ALL_CONTAINERS,
@@ -17,7 +18,6 @@ from podium.algorithms.node_declared_features import (
 )
 from podium.framework.cycle import Scheduler
 from podium.framework.plugin import ClusterEvent
-from podium.framework.preemption import post_filter
 from podium.framework.profile import DEFAULT_FILTERS
 from podium.kube.objects import parse_node, parse_pod
 from podium.policy import default_profile
@@ -246,5 +246,7 @@ def test_default_profile(selector: dict[str, str] | None, chosen: str, message: 
     if not chosen:
         diagnosis = placement.diagnosis
         assert diagnosis is not None
-        diagnosis.post_filter_msg = post_filter(profile, snap, target, diagnosis, random.Random(7))
+        diagnosis.post_filter_msg = offline_message(
+            profile, snap, target, diagnosis, random.Random(7)
+        )
         assert diagnosis.message() == message
