@@ -127,17 +127,21 @@ def test_a_scheduled_pod_group_is_found_by_its_key(tmp_path: Path) -> None:
     assert not log.logged(GROUP_SCHEDULED, "ns/g1", log.mark())
 
 
-def test_member_order_is_the_last_group_cycles(tmp_path: Path) -> None:
-    """The last cycle's members in the order it attempted them; a member it did not reach
-    (its earlier cycle is before the group cycle) is left out."""
+def test_member_orders_are_each_group_cycles(tmp_path: Path) -> None:
+    """Each cycle's members in the order it attempted them; cycles before the mark are
+    left out."""
     path = tmp_path / "kube-scheduler.log"
     path.touch()
     log = KubeLog(path)
     group = '"Running a pod group scheduling algorithm" podGroup="ns/g" unscheduledPodsCount=3'
     member = '"Attempting to schedule a pod belonging to a pod group" podGroup="ns/g" pod="ns/{}"'
-    assert log.member_order("ns", "g", ["m0"]) == []
+    assert log.member_orders("ns", "g", ["m0"], 0) == []
+    _write(path, group, member.format("m1"))
+    mark = log.mark()
     for order in (("m0", "m1", "m2"), ("m2", "m0")):
         _write(path, group)
         for name in order:
             _write(path, member.format(name))
-    assert log.member_order("ns", "g", ["m0", "m1", "m2"]) == ["m2", "m0"]
+    members = ["m0", "m1", "m2"]
+    assert log.member_orders("ns", "g", members, mark) == [["m0", "m1", "m2"], ["m2", "m0"]]
+    assert log.member_orders("ns", "g", members, 0)[0] == ["m1"]

@@ -172,9 +172,11 @@ def generate_shared_claims(seed: int) -> SharedClaimScenario:
 
 @dataclass
 class VolumeGangScenario:
-    """2-3 nodes with 0-2 local PVs each (WaitForFirstConsumer, no provisioner, all of one
-    size); a gang of 2-4 members, each with a claim of its own or, now and then, the claim
-    of an earlier member. Each PV reaches one node, so the members spread over the nodes
+    """2-3 nodes of distinct sizes (so that kube-scheduler's scores seldom tie: its pick
+    among tied nodes is random, and decides which PVs are left for the later members)
+    with 0-2 local PVs each (WaitForFirstConsumer, no provisioner, all of one size); a
+    gang of 2-4 members, each with a claim of its own or, now and then, the claim of an
+    earlier member. Each PV reaches one node, so the members spread over the nodes
     with a free PV (those sharing a claim over its PV's node), and the gang does not fit
     when PVs, or cpu where the PVs are, run out.
     """
@@ -191,7 +193,7 @@ def generate_volume_gangs(seed: int) -> VolumeGangScenario:
     rng = random.Random(seed)
     scenario = VolumeGangScenario(seed)
     count = rng.randint(2, 3)
-    scenario.node_cpus = [rng.choice((2, 4)) for _ in range(count)]
+    scenario.node_cpus = rng.sample((2, 3, 4, 6), count)
     scenario.node_pvs = [rng.randint(0, 2) for _ in range(count)]
     size = rng.randint(2, 4)
     scenario.members = [rng.choice((500, 1000, 1500)) for _ in range(size)]

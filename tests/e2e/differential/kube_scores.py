@@ -108,6 +108,7 @@ class KubeLog:
         self._partial = b""
         self._cycles: dict[str, list[Scoring]] = {}
         self._events: dict[tuple[str, str], int] = {}  # (message, object) -> last offset
+        self._group_cycles: dict[str, list[int]] = {}  # pod group -> each cycle's offset
 
     def _read(self) -> None:
         with self.path.open("rb") as log:
@@ -130,6 +131,8 @@ class KubeLog:
         if msg in _EVENTS:
             subject = pairs.get("pod") or pairs.get("node") or pairs.get("podGroup", "")
             self._events[(msg, subject)] = offset
+            if msg == GROUP_CYCLE:
+                self._group_cycles.setdefault(subject, []).append(offset)
             return
         cycles = self._cycles.setdefault(pairs["pod"], [])
         if msg in (ATTEMPT, MEMBER_ATTEMPT):
@@ -192,25 +195,33 @@ class KubeLog:
         self._read()
         return [c for c in self._cycles.get(f"{namespace}/{name}", []) if c.start >= after]
 
-    def member_order(self, namespace: str, group: str, members: Iterable[str]) -> list[str]:
-        """The members the pod group's last cycle attempted, in its order.
+    def member_orders(
+        self, namespace: str, group: str, members: Iterable[str], after: int
+    ) -> list[list[str]]:
+        """For each cycle of the pod group begun since ``after``, the members it attempted,
+        in its order.
 
         schedulePodGroupAlgorithm walks its queued members sorted by
         PodGroupMemberPodsOrderingFunc: priority, then attempts, then the time each
-        was queued, which after a failed cycle is the order its event handlers moved
-        them back, not their creation order. It stops at the first member after which
-        minCount can no longer be met, so later members are missing here.
+        was queued, which is the order its event handlers moved them (out of
+        PreEnqueue's wait, or back after a failed cycle), not their creation order. It
+        stops at the first member after which minCount can no longer be met, so later
+        members are missing from that cycle's list.
         """
         self._read()
-        began = self._events.get((GROUP_CYCLE, f"{namespace}/{group}"), -1)
-        if began < 0:
-            return []
-        starts = [
-            (cycles[-1].start, name)
-            for name in members
-            if (cycles := self._cycles.get(f"{namespace}/{name}")) and cycles[-1].start > began
-        ]
-        return [name for _, name in sorted(starts)]
+        starts = [o for o in self._group_cycles.get(f"{namespace}/{group}", []) if o >= after]
+        names = list(members)
+        orders = []
+        for i, began in enumerate(starts):
+            ends = starts[i + 1] if i + 1 < len(starts) else None
+            attempted = sorted(
+                (cycle.start, name)
+                for name in names
+                for cycle in self._cycles.get(f"{namespace}/{name}", [])
+                if cycle.start > began and (ends is None or cycle.start < ends)
+            )
+            orders.append([name for _, name in attempted])
+        return orders
 
     def cycle(self, namespace: str, name: str, after: int, before: int) -> Scoring:
         """The pod's last scheduling cycle begun between two marks.
