@@ -145,3 +145,20 @@ def test_member_orders_are_each_group_cycles(tmp_path: Path) -> None:
     members = ["m0", "m1", "m2"]
     assert log.member_orders("ns", "g", members, mark) == [["m0", "m1", "m2"], ["m2", "m0"]]
     assert log.member_orders("ns", "g", members, 0)[0] == ["m1"]
+
+
+def test_a_failed_attempts_error_is_read_per_pod(tmp_path: Path) -> None:
+    path = tmp_path / "kube-scheduler.log"
+    path.touch()
+    log = KubeLog(path)
+    error = (
+        '"Error scheduling pod; retrying" err="running PreBind plugin \\"DRA\\": {}" pod="ns/{}"'
+    )
+    _write(path, error.format("early", "m0"))
+    mark = log.mark()
+    _write(path, error.format("claim ns/c got allocated elsewhere", "m0"))
+    assert log.errors("ns", "m0", 0)[0].endswith("early")
+    assert log.errors("ns", "m0", mark) == [
+        'running PreBind plugin \\"DRA\\": claim ns/c got allocated elsewhere'
+    ]
+    assert log.errors("ns", "m1", 0) == []

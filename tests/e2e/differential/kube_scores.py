@@ -37,6 +37,7 @@ POD_QUEUED = "Add event for unscheduled pod"
 POD_UPDATED = "Update event for scheduled pod"
 POD_DELETED = "Delete event for scheduled pod"
 GROUP_SCHEDULED = "Successfully scheduled a pod group"
+SCHEDULE_ERROR = "Error scheduling pod; retrying"  # handleSchedulingFailure, with err=
 GROUP_CYCLE = "Running a pod group scheduling algorithm"  # -v=5
 _EVENTS = (
     NODE_ADDED,
@@ -50,7 +51,10 @@ _EVENTS = (
 )
 _LINE = re.compile(
     '"(?P<msg>'
-    + "|".join(re.escape(m) for m in (MEMBER_ATTEMPT, ATTEMPT, SCORE, BOUND, HINT, *_EVENTS))
+    + "|".join(
+        re.escape(m)
+        for m in (MEMBER_ATTEMPT, ATTEMPT, SCORE, BOUND, HINT, SCHEDULE_ERROR, *_EVENTS)
+    )
     + ')"(?P<rest>.*)'
 )
 _CLOCK = re.compile(r"[IWEF]\d{4} (\d\d):(\d\d):(\d\d\.\d+) ")
@@ -109,6 +113,7 @@ class KubeLog:
         self._cycles: dict[str, list[Scoring]] = {}
         self._events: dict[tuple[str, str], int] = {}  # (message, object) -> last offset
         self._group_cycles: dict[str, list[int]] = {}  # pod group -> each cycle's offset
+        self._errors: dict[str, list[tuple[int, str]]] = {}  # pod -> (offset, err)
 
     def _read(self) -> None:
         with self.path.open("rb") as log:
@@ -133,6 +138,9 @@ class KubeLog:
             self._events[(msg, subject)] = offset
             if msg == GROUP_CYCLE:
                 self._group_cycles.setdefault(subject, []).append(offset)
+            return
+        if msg == SCHEDULE_ERROR:
+            self._errors.setdefault(pairs.get("pod", ""), []).append((offset, pairs.get("err", "")))
             return
         cycles = self._cycles.setdefault(pairs["pod"], [])
         if msg in (ATTEMPT, MEMBER_ATTEMPT):
@@ -194,6 +202,11 @@ class KubeLog:
         member cycles included (podGroupPodSchedulingAlgorithm logs its own start)."""
         self._read()
         return [c for c in self._cycles.get(f"{namespace}/{name}", []) if c.start >= after]
+
+    def errors(self, namespace: str, name: str, after: int) -> list[str]:
+        """The errors kube-scheduler logged for the pod's failed attempts since ``after``."""
+        self._read()
+        return [err for at, err in self._errors.get(f"{namespace}/{name}", []) if at >= after]
 
     def member_orders(
         self, namespace: str, group: str, members: Iterable[str], after: int

@@ -723,19 +723,19 @@ async def _agreement(
     return result
 
 
-def _prebind_races(log: Path, namespace: str, prefix: str) -> set[int]:
+def _prebind_races(
+    kube_log: KubeLog, namespace: str, prefix: str, members: int, after: int
+) -> set[int]:
     """The members of ``prefix`` whose PreBind kube-scheduler logged failing on a claim
     another member of their group wrote first."""
-    raced = set()
-    pattern = re.compile(
-        rf'got allocated elsewhere in the meantime.*pod="{re.escape(namespace)}/'
-        rf'{re.escape(prefix)}-m(\d+)"'
-    )
-    for line in log.read_text(errors="replace").splitlines():
-        found = pattern.search(line)
-        if found and "Error scheduling pod" in line:
-            raced.add(int(found.group(1)))
-    return raced
+    return {
+        i
+        for i in range(members)
+        if any(
+            "got allocated elsewhere in the meantime" in err
+            for err in kube_log.errors(namespace, f"{prefix}-m{i}", after)
+        )
+    }
 
 
 async def _claims_scenario(
@@ -801,7 +801,7 @@ async def _claims_scenario(
         if _out_of_order(kube_log, namespace, prefix, len(scenario.members), start, result):
             for side in (kube, mine):
                 _uncount(side)
-        raced = _prebind_races(kube_log.path, namespace, prefix)
+        raced = _prebind_races(kube_log, namespace, prefix, len(scenario.members), start)
         if not raced:
             return
         result["kube_raced"] = sorted(raced)
