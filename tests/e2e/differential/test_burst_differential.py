@@ -20,7 +20,9 @@ nodes are scored. So the family checks two things:
 - from there on, Podium against the first run must stay within what the second run
   shows against the first: pods moved, per-node and per-zone counts, zone skew and
   unschedulable pods (``_within``). Where Podium falls outside that single sample,
-  kube-scheduler runs the burst a third time and its wider spread is the bound.
+  kube-scheduler runs the burst a third time and its wider spread is the bound. Pods
+  moved, and above 100 nodes the zone figures (where each pod's search window, not its
+  scores, decides the zones it can land in), are bounded over the family instead.
 
 It also reports, without asserting, how many pods Podium's algorithm places exactly as
 kube-scheduler's first run when replayed in this process on kube-scheduler's own node
@@ -68,6 +70,9 @@ SHARE = 4
 # Slack on the kube-against-itself bounds: one second run is a single sample of its
 # spread, so Podium may exceed it by this much (pods, or a fifth of the burst).
 SLACK = 2
+# Above 100 nodes kube-scheduler filters and scores a window of the cluster (the adaptive
+# percentageOfNodesToScore) that starts where the last pod's search ended.
+WINDOWED = 101
 
 
 @dataclass
@@ -192,16 +197,22 @@ def _within(burst: Burst, kube: Run, others: Sequence[Run], mine: Run) -> dict[s
         ),
     }
     out: dict[str, Any] = {"figures": figures}
+    # Above 100 nodes the zones each pod can land in are those of its search window, and
+    # where that window starts is each scheduler's own history: the zone figures are then
+    # bounded over the family (``_zone_sums``), as pods moved are.
+    windowed = len(burst.nodes) >= WINDOWED
+    per_burst = {"per_node"} if windowed else {"per_node", "per_zone"}
     over = [
         name
         for name, (podium, kube_self) in figures.items()
-        if name != "moved" and podium > kube_self + slack
+        if name in per_burst and podium > kube_self + slack
     ]
     unschedulable = [k["unschedulable"] for k in (k1, *ks)]
     if not min(unschedulable) <= p["unschedulable"] <= max(unschedulable):
         over.append("unschedulable")
-    if p["skew"] > max(k["skew"] for k in (k1, *ks)) + slack:
+    if not windowed and p["skew"] > max(k["skew"] for k in (k1, *ks)) + slack:
         over.append("skew")
+    out["zones"] = len(p["per_zone"])
     out["skew"] = (p["skew"], *(k["skew"] for k in (k1, *ks)))
     out["unschedulable"] = (p["unschedulable"], *unschedulable)
     if over:
@@ -209,11 +220,31 @@ def _within(burst: Burst, kube: Run, others: Sequence[Run], mine: Run) -> dict[s
     return out
 
 
+def _zone_sums(results: Sequence[dict[str, Any]]) -> dict[str, tuple[int, int]]:
+    """The zone figures of the bursts above 100 nodes in several zones, summed: Podium's against
+    kube-scheduler's own. One burst there is one draw of where the windows started (seed
+    46's zone skew ranges 1 to 11 over 40 start indices of Podium's algorithm, 7 or more
+    at 7 of them), so only the family says whether Podium spreads pods over zones as
+    kube-scheduler does."""
+    windowed = [r for r in results if r["nodes"] >= WINDOWED and r.get("zones", 0) > 1]
+    return {
+        "skew": (
+            sum(r["skew"][0] for r in windowed),
+            sum(max(r["skew"][1:]) for r in windowed),
+        ),
+        "per_zone": (
+            sum(r["figures"]["per_zone"][0] for r in windowed),
+            sum(r["figures"]["per_zone"][1] for r in windowed),
+        ),
+        "pods": (sum(r["pods"] for r in windowed), 0),
+    }
+
+
 def _positions(namespace: str, burst: Burst, kube: Run, mine: Run, log: KubeLog) -> tuple[int, str]:
     """How many leading pods kube-scheduler's scores decide uniquely and Podium placed
     the same, and what ended the comparison; raises on the first such pod Podium
     placed elsewhere."""
-    if len(burst.nodes) >= 100:  # kube-scheduler scored only its scattered window
+    if len(burst.nodes) >= WINDOWED:  # kube-scheduler scored only its scattered window
         return 0, "over 100 nodes"
     compared = 0
     for i, (k, p) in enumerate(zip(kube.nodes, mine.nodes, strict=True)):
@@ -240,7 +271,7 @@ def _replay(
     batch's age limit). How many pods land where kube-scheduler put them, ties included;
     None where that cannot be replayed (100 nodes or more, an unschedulable pod that went
     back to the queue, a first pod not scored)."""
-    if len(burst.nodes) >= 100 or not all(kube.nodes):
+    if len(burst.nodes) >= WINDOWED or not all(kube.nodes):
         return None
     cycles = [log.cycle(namespace, f"{prefix}-{i}", *kube.marks) for i in range(len(kube.nodes))]
     if not cycles[0].scores:
@@ -378,6 +409,7 @@ async def test_bursts_stay_within_kube_schedulers_own_spread(
     replays = [r for r in compared if r.get("replayed") is not None]
     replayed = sum(r["replayed"] for r in replays)
     kube_hints = sum(r.get("kube_hints", 0) for r in results)
+    zones = _zone_sums(results)
     summary = (
         f"{len(results) - len(bad)}/{len(results)} bursts within kube-scheduler's own spread; "
         f"{positions} leading positions with a unique best compared; pods moved against "
@@ -386,6 +418,8 @@ async def test_bursts_stay_within_kube_schedulers_own_spread(
         f"{replayed}/{sum(r['pods'] for r in replays)} pods of {len(replays)} bursts alike; "
         "batching hints used: "
         f"kube-scheduler {kube_hints}, Podium {podium_hints}; "
+        f"zone skew and per-zone gap above 100 nodes, summed: Podium {zones['skew'][0]} and "
+        f"{zones['per_zone'][0]}, kube-scheduler {zones['skew'][1]} and {zones['per_zone'][1]}; "
         f"{elapsed / len(results):.1f} s per burst (report: {report})"
     )
     for result in results:
@@ -395,5 +429,12 @@ async def test_bursts_stay_within_kube_schedulers_own_spread(
     # Podium's node-order search breaks ties unlike kube-scheduler's goroutines, which two
     # of its runs often repeat: a fifth of the pods of slack over kube's own figure.
     assert moved <= kube_moved + max(SLACK, pods // 5), summary
+    # A tenth of those bursts' pods: with both schedulers drawing from the same windows,
+    # Podium's skew sum exceeds kube-scheduler's by more in 7 of 200,000 draws of seeds
+    # 0-49 (a Monte Carlo over Podium's algorithm at 40 start indices per burst; the
+    # per-burst bound failed 9% of them), the per-zone gap in none.
+    zone_slack = max(SLACK, zones["pods"][0] // 10)
+    for figure in ("skew", "per_zone"):
+        assert zones[figure][0] <= zones[figure][1] + zone_slack, summary
     if any(r["batching"] for r in results):
         assert kube_hints > 0 and podium_hints > 0, summary
