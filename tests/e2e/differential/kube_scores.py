@@ -39,6 +39,15 @@ POD_DELETED = "Delete event for scheduled pod"
 GROUP_SCHEDULED = "Successfully scheduled a pod group"
 SCHEDULE_ERROR = "Error scheduling pod; retrying"  # handleSchedulingFailure, with err=
 GROUP_CYCLE = "Running a pod group scheduling algorithm"  # -v=5
+# -v=5: the queue took a pod of a pod group in, after its PreEnqueue ran where the group is
+# known (addPodGroupMember, addToPodGroupIfExists): one of these per member.
+MEMBER_QUEUED = (
+    "Pod with pod group added to incompletePodGroupPods, waiting for one or more parent pod "
+    "group objects to be observed",
+    "Pod was added to root group as the first member pod",
+    "Pod added to existing root group info",
+    "Pod added to pending pod group pods, waiting for its root group to be requeued",
+)
 _EVENTS = (
     NODE_ADDED,
     NODE_DELETED,
@@ -48,6 +57,7 @@ _EVENTS = (
     POD_DELETED,
     GROUP_SCHEDULED,
     GROUP_CYCLE,
+    *MEMBER_QUEUED,
 )
 _LINE = re.compile(
     '"(?P<msg>'

@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import copy
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
@@ -37,6 +37,7 @@ from podium.devcluster import TOPOLOGY_WORKLOAD_GATES, WORKLOAD_GATES, ControlPl
 from podium.devcluster.controller_manager import KubeControllerManager
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.kube.manifests import make_node, make_pod
+from podium.scheduling.queue import GANG
 from tests.e2e.differential import kube_scores
 from tests.e2e.differential.gang_scenarios import (
     HIGH,
@@ -82,7 +83,6 @@ pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 KUBE, PODIUM = "gdiff-kube", "gdiff-podium"
 TOPO_KUBE, TOPO_PODIUM = "gtdiff-kube", "gtdiff-podium"
 SETTLE = 0.4  # seconds for Podium's watches to see a change
-DECIDE = 3.0  # a group with no decision by then is waiting (PreEnqueue)
 
 
 async def _members(api: ApiClient, namespace: str, prefix: str) -> list[dict[str, Any]]:
@@ -125,17 +125,97 @@ async def _observe(api: ApiClient, namespace: str, prefix: str) -> dict[str, Any
     }
 
 
-async def _settle(api: ApiClient, namespace: str, prefixes: list[str]) -> dict[str, Any]:
-    async def all_decided() -> bool:
-        for prefix in prefixes:
-            if not _decided(await _members(api, namespace, prefix)):
-                return False
-        return True
+async def _settle(
+    api: ApiClient,
+    namespace: str,
+    sides: dict[str, str],
+    waiting: Waiting | None,
+    podium: Any,
+) -> dict[str, Any]:
+    """Wait until both schedulers have decided the phase, then observe it.
 
-    with contextlib.suppress(TimeoutError):  # a waiting group has nothing to decide
-        await wait_for(all_decided, timeout=DECIDE, interval=0.1, message="decisions")
-    await asyncio.sleep(0.5)  # the PodGroup status write follows the decisions
+    A group the scenario leaves without its PodGroup or short of minCount has nothing to
+    decide: ``waiting`` then names what shows each scheduler holds its members back
+    (GangScheduling's PreEnqueue). Otherwise every member is bound or has PodScheduled
+    False, and the PodGroup has the condition its cycle writes after those decisions."""
+    prefixes = list(sides.values())
+    if waiting is not None:
+        await waiting.shown(podium)
+    else:
+
+        async def all_decided() -> bool:
+            for prefix in prefixes:
+                if not _decided(await _members(api, namespace, prefix)):
+                    return False
+            return True
+
+        async def conditions() -> bool:
+            for prefix in prefixes:
+                if await group_condition(api, namespace, f"{prefix}-g") is None:
+                    return False
+            return True
+
+        await wait_for(all_decided, timeout=60, interval=0.1, message="decisions")
+        await wait_for(conditions, timeout=15, interval=0.1, message="PodGroup conditions")
     return {p: await _observe(api, namespace, p) for p in prefixes}
+
+
+@dataclass
+class Waiting:
+    """What shows that both schedulers hold a phase's members back: kube-scheduler's -v=5
+    line for each member added in the phase, written once its queue took the pod in (and
+    ran PreEnqueue where the group is known), and Podium's scheduler_unschedulable_pods
+    for GangScheduling at every member of its side."""
+
+    kube_log: KubeLog
+    after: int
+    kube_members: list[str]  # namespace/name
+    profile: str
+    members: int
+
+    async def shown(self, podium: Any) -> None:
+        async def queued() -> bool:
+            return all(
+                any(self.kube_log.logged(m, key, self.after) for m in kube_scores.MEMBER_QUEUED)
+                for key in self.kube_members
+            )
+
+        await wait_for(queued, timeout=30, interval=0.1, message="kube-scheduler queued them")
+        sample = f'scheduler_unschedulable_pods{{plugin="{GANG}",profile="{self.profile}"}} '
+
+        async def held() -> bool:
+            for line in (await podium.metrics()).splitlines():
+                if line.startswith(sample):
+                    return int(float(line[len(sample) :])) == self.members
+            return False
+
+        await wait_for(held, timeout=30, interval=0.1, message=f"{self.profile} holds its gang")
+
+
+def _waiting(
+    scenario: GangScenario,
+    members: int,
+    added: range,
+    group_present: bool,
+    sides: dict[str, str],
+    schedulers: tuple[str, str],
+    kube_log: KubeLog,
+    after: int,
+    namespace: str,
+) -> Waiting | None:
+    """The phase's Waiting where GangScheduling's PreEnqueue holds the group (no PodGroup
+    yet, or fewer than minCount members of a gang), else None."""
+    gang = scenario.min_count is not None and members < scenario.min_count
+    if group_present and not gang:
+        return None
+    kube_name, podium_name = schedulers
+    return Waiting(
+        kube_log,
+        after,
+        [f"{namespace}/{sides[kube_name]}-m{i}" for i in added],
+        podium_name,
+        members,
+    )
 
 
 async def _add_members(
@@ -195,6 +275,7 @@ async def _run(
     scenario: GangScenario,
     kube_log: KubeLog,
     schedulers: tuple[str, str],
+    podium: Any,
 ) -> dict[str, Any]:
     core = client.CoreV1Api(api)
     kube_name, podium_name = schedulers
@@ -227,7 +308,19 @@ async def _run(
             await _add_members(api, namespace, scenario, prefix, scheduler, 0, scenario.members)
             if not scenario.group_missing and scenario.topology:
                 await create_group(api, namespace, group)
-        phases.append(await _settle(api, namespace, list(sides.values())))
+        members = range(scenario.members)
+        waiting = _waiting(
+            scenario,
+            scenario.members,
+            members,
+            not scenario.group_missing,
+            sides,
+            schedulers,
+            kube_log,
+            mark,
+            namespace,
+        )
+        phases.append(await _settle(api, namespace, sides, waiting, podium))
         if scenario.group_missing or scenario.late:
             for scheduler, prefix in sides.items():
                 # The late members first: a missing group then starts with all of them.
@@ -250,7 +343,12 @@ async def _run(
                     await create_group(
                         api, namespace, pod_group(f"{prefix}-g", scenario.min_count, key)
                     )
-            phases.append(await _settle(api, namespace, list(sides.values())))
+            total = scenario.members + scenario.late
+            late = range(scenario.members, total)
+            waiting = _waiting(
+                scenario, total, late, True, sides, schedulers, kube_log, mark, namespace
+            )
+            phases.append(await _settle(api, namespace, sides, waiting, podium))
     finally:
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         await delete_nodes(api, [n["metadata"]["name"] for n in nodes])
@@ -295,12 +393,15 @@ async def _family(
     schedulers: tuple[str, str],
     count: int,
     topology: bool,
+    podium: Any,
 ) -> list[dict[str, Any]]:
     results = []
     for seed in range(count):
         scenario = generate(seed, topology=topology)
         try:
-            results.append(await _run(api_client, namespace, scenario, kube_log, schedulers))
+            results.append(
+                await _run(api_client, namespace, scenario, kube_log, schedulers, podium)
+            )
         except (TimeoutError, ApiException, ValueError) as exc:
             results.append({"seed": seed, "disagree": f"harness: {exc}"})
     return results
@@ -339,11 +440,11 @@ async def test_gang_scheduling_agrees_with_kube_scheduler(
     pytestconfig: pytest.Config,
     tmp_path: Path,
 ) -> None:
-    kube = await kube_scheduler(KUBE, feature_gates=WORKLOAD_GATES, verbosity=4)
-    await podium("--scheduler-name", PODIUM)
+    kube = await kube_scheduler(KUBE, feature_gates=WORKLOAD_GATES, verbosity=5)
+    proc = await podium("--scheduler-name", PODIUM)
     count = max(5, int(pytestconfig.getoption("--scenarios")) // 5)
     results = await _family(
-        api_client, namespace, KubeLog(kube.log_path), (KUBE, PODIUM), count, False
+        api_client, namespace, KubeLog(kube.log_path), (KUBE, PODIUM), count, False, proc
     )
     _check(results, "gang", tmp_path / "gang-differential.json")
 
@@ -361,8 +462,8 @@ async def test_topology_aware_gangs_agree_with_kube_scheduler(
 
     Also checked: the bound members of a group with a topology key share one rack.
     """
-    kube = await kube_scheduler(TOPO_KUBE, feature_gates=TOPOLOGY_WORKLOAD_GATES, verbosity=4)
-    await podium()
+    kube = await kube_scheduler(TOPO_KUBE, feature_gates=TOPOLOGY_WORKLOAD_GATES, verbosity=5)
+    proc = await podium()
     name = f"{namespace}-topology"[:63]
     spec = {"schedulerName": TOPO_PODIUM, "topologyAwareWorkloadScheduling": True}
     await client.CustomObjectsApi(api_client).create_cluster_custom_object(
@@ -385,7 +486,13 @@ async def test_topology_aware_gangs_agree_with_kube_scheduler(
     count = max(5, int(pytestconfig.getoption("--scenarios")) // 10)
     try:
         results = await _family(
-            api_client, namespace, KubeLog(kube.log_path), (TOPO_KUBE, TOPO_PODIUM), count, True
+            api_client,
+            namespace,
+            KubeLog(kube.log_path),
+            (TOPO_KUBE, TOPO_PODIUM),
+            count,
+            True,
+            proc,
         )
     finally:
         await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
