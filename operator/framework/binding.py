@@ -93,8 +93,9 @@ def _failure(point: str, plugin: str, status: Status) -> Failure:
 
 
 def _plugins(profile: Profile) -> list[Plugin]:
-    """The plugins that may implement a point: the profile's filters, then its extensions."""
-    return [*profile.filters, *profile.extensions]
+    """The plugins that may implement a point: the profile's filters, its extensions, then
+    its own queueing plugins (GangScheduling, last as in kube-scheduler's profile)."""
+    return [*profile.filters, *profile.extensions, *profile.queueing]
 
 
 def go_duration(seconds: float) -> str:
@@ -135,6 +136,7 @@ class BindingHandle:
         instance: str = "",
         pdbs: Mapping[str, Pdb] | None = None,
         pod_groups: PodGroupStore | None = None,
+        group_size: Callable[[str], int] | None = None,
         rng: random.Random | None = None,
         metrics: Metrics | None = None,
     ):
@@ -149,6 +151,7 @@ class BindingHandle:
         self._instance = instance
         self._pdbs: Mapping[str, Pdb] = {} if pdbs is None else pdbs
         self._pod_groups = pod_groups
+        self._group_size = group_size
         self._rng = rng or random.Random()
         self._metrics = metrics or Metrics()
         self.waiting: dict[str, _Waiting] = {}
@@ -206,6 +209,15 @@ class BindingHandle:
     def pod_groups(self) -> Mapping[str, PodGroup] | None:
         store = self._pod_groups
         return store.groups if store is not None and store.served else None
+
+    def pod_group_members(self, key: str) -> frozenset[str]:
+        store = self._pod_groups
+        return store.member_uids(key) if store is not None else frozenset()
+
+    def pod_group_size(self, key: str) -> int:
+        if self._group_size is not None:
+            return self._group_size(key)
+        return len(self.pod_group_members(key))
 
     @property
     def rng(self) -> random.Random:

@@ -161,6 +161,13 @@ class Handle(Protocol):
     def pod_groups(self) -> Mapping[str, PodGroup] | None:
         """The PodGroups by key while the Workload API is served, else None."""
 
+    def pod_group_members(self, key: str) -> frozenset[str]:
+        """The uids of every pod of the PodGroup ``key`` the scheduler has seen."""
+
+    def pod_group_size(self, key: str) -> int:
+        """How many of those are queued, assumed or bound (Go's
+        ``PodGroupState.AllPodsCount``): what a gang's minCount is held against."""
+
     @property
     def rng(self) -> random.Random:
         """The scheduler's random source (the preemption dry run's offset)."""

@@ -58,6 +58,9 @@ class Profile:
     # PostFilter plugins of their own, run after the filters' and extensions' PostFilter
     # while ``preemption`` is on: DefaultPreemption (algorithms/default_preemption).
     post_filters: list[Plugin] = field(default_factory=list)
+    # PreEnqueue and queueing-hint plugins of their own, after the filters' and extensions':
+    # GangScheduling while ``gang_scheduling`` is on (algorithms/gang_scheduling).
+    queueing: list[Plugin] = field(default_factory=list)
     percentage_of_nodes_to_score: int = 0
     initial_backoff: float = 1.0
     max_backoff: float = 10.0
@@ -76,8 +79,9 @@ class Profile:
     record_top_nodes: int = 3
     # spec.shadowOf (DryRun only): also decide, never bind, every pod of that schedulerName.
     shadow_of: str = ""
-    # spec.gangScheduling: PodGroup members are placed together, all or none (needs the
-    # Workload API served; kube-scheduler's GangScheduling with GenericWorkload on).
+    # spec.gangScheduling: PodGroup members are placed together, all or none, in one
+    # pod-group cycle, and wait for their group in ``queueing`` (needs the Workload API
+    # served; kube-scheduler's GenericWorkload with its GangScheduling plugin).
     gang_scheduling: bool = True
     # spec.topologyAwareWorkloadScheduling: the alpha TopologyPlacementGenerator and
     # PodGroupPodsCount plugins (a PodGroup's topology key keeps it in one domain).

@@ -3,8 +3,8 @@
 kube-scheduler v1.37 with the GenericWorkload gate (``gangscheduling.go`` and
 ``schedule_one_podgroup.go``) is the reference:
 
-- PreEnqueue: a member waits, with no condition or Event, while its PodGroup is missing
-  or (gang policy) the group has fewer pods than ``minCount``.
+- A member reaches the cycle once GangScheduling's PreEnqueue lets it through
+  (``algorithms/gang_scheduling``: its PodGroup exists and a gang has ``minCount`` pods).
 - The cycle takes every queued member, places them one by one on the snapshot,
   assuming each placed member so the next sees it, and checks after each whether
   ``minCount`` (1 for a basic group) can still be met (PlacementFeasible). On success
@@ -48,14 +48,12 @@ from podium.framework.podgroup import (
     GroupOutcome,
     place_group,
     validate_group,
-    waiting_reason,
 )
 from podium.framework.queued import QueuedPod
 from podium.kube.client import ApiError
 from podium.kube.objects import PodInfo
 from podium.metrics import Metrics
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.queue import GANG
 from podium.state.cache import Cache
 from podium.state.podgroups import INITIALLY_SCHEDULED, WORKLOAD_API, PodGroup
 from podium.state.snapshot import Snapshot
@@ -70,7 +68,6 @@ if TYPE_CHECKING:
 __all__ = [
     "GroupHost",
     "GroupOutcome",
-    "pre_enqueue",
     "schedule_group",
 ]
 
@@ -141,13 +138,6 @@ def group_members(sched: GroupHost, pod: PodInfo) -> tuple[list[QueuedPod], list
     return queued, scheduled
 
 
-def pre_enqueue(sched: GroupHost, pod: PodInfo) -> str:
-    """GangScheduling's PreEnqueue: '' when the pod may be scheduled, else why it waits."""
-    group = sched.pod_groups.get(pod.namespace, pod.pod_group)
-    queued, scheduled = group_members(sched, pod) if group is not None else ([], [])
-    return waiting_reason(group, pod.pod_group, len(queued) + len(scheduled))
-
-
 @dataclass(slots=True)
 class _Held:
     """What the filters' Reserve holds for the members this cycle assumed (their devices,
@@ -171,13 +161,8 @@ def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None
     """Run one pod-group cycle for the group of the popped member ``entry``."""
     started = time.perf_counter()
     pod = entry.pod
-    waiting = pre_enqueue(sched, pod)
-    if waiting:
-        log.debug("pod_group_waiting", pod=pod.name, namespace=pod.namespace, reason=waiting)
-        sched.queue.requeue(entry, rejected_by=frozenset({GANG}))
-        return
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
-    assert group is not None
+    assert group is not None  # GangScheduling's PreEnqueue let the pod through
     queued, scheduled = group_members(sched, pod)
     entries = [entry]
     for other in queued:

@@ -36,10 +36,7 @@ from podium.framework.queued import QueuedPod, Where
 from podium.kube.objects import PodInfo, requirements_changed
 from podium.metrics import Metrics
 
-__all__ = ["GANG", "QueueSettings", "SchedulingQueue", "event_label"]
-
-GANG = "GangScheduling"
-"""The rejecting plugin of a pod that waits for its PodGroup (PreEnqueue)."""
+__all__ = ["QueueSettings", "SchedulingQueue", "event_label"]
 
 
 # kube-scheduler's ClusterEvent.Label() (Resource + ActionType) for each of Podium's
@@ -257,14 +254,6 @@ class SchedulingQueue:
             entry.first_attempt = self.clock()
         return entry
 
-    def wake(self, uids: Iterable[str]) -> None:
-        """GangScheduling's events: members waiting for their group (PreEnqueue) go back
-        to activeQ, as kube-scheduler re-runs PreEnqueue for them."""
-        for uid in uids:
-            entry = self.entries.get(uid)
-            if entry is not None and entry.where == "unschedulable" and GANG in entry.rejected_by:
-                self._push_active(entry, "PodGroupAdd")
-
     def requeue(
         self, entry: QueuedPod, rejected_by: frozenset[str] = frozenset(), error: bool = False
     ) -> None:
@@ -284,14 +273,16 @@ class SchedulingQueue:
         else:
             self._set_where(entry, "unschedulable", ATTEMPT_FAILURE)
 
-    def park(self, entry: QueuedPod) -> None:
-        """A PreEnqueue check turned the pod away: it waits with the gated pods, this pop
-        not counted as an attempt, until a pod update or ``hint`` lets it try again."""
+    def park(self, entry: QueuedPod, plugin: str) -> None:
+        """PreEnqueue ``plugin`` turned the pod away: it waits with the gated pods, this pop
+        not counted as an attempt, until a pod update or ``hint`` lets it try again; it
+        counts in scheduler_unschedulable_pods under ``plugin`` (Go's runPreEnqueuePlugin)."""
         if self.entries.get(entry.pod.uid) is not entry:
             return  # deleted while in flight
         if entry.pending_update is not None:
             entry.pod, entry.pending_update = entry.pending_update, None
         entry.attempts -= 1
+        entry.rejected_by = frozenset({plugin})
         self._set_where(entry, "gated")
 
     def activate(self, uids: Iterable[str]) -> None:

@@ -65,7 +65,7 @@ from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
 from podium.state.cache import Cache
 from podium.state.dra import KINDS as DRA_KINDS
 from podium.state.podgroups import KINDS as WORKLOAD_KINDS
-from podium.state.podgroups import WORKLOAD_API, PodGroupStore
+from podium.state.podgroups import POD_GROUPS, WORKLOAD_API, PodGroupStore
 from podium.state.selectors import KINDS as SELECTOR_KINDS
 from podium.state.snapshot import Snapshot
 from podium.state.volumes import KINDS as VOLUME_KINDS
@@ -176,6 +176,7 @@ class PodiumScheduler:
             instance=binder.instance,
             pdbs=self.pdbs,
             pod_groups=self.pod_groups,
+            group_size=self._group_size,
             rng=self.algorithm.rng,
             metrics=self.metrics,
         )
@@ -292,7 +293,18 @@ class PodiumScheduler:
         """A Workload or PodGroup event; a new or changed PodGroup may free its members."""
         group = self.pod_groups.apply(kind, event_type, body)
         if group is not None:
-            self.queue.wake(self.pod_groups.member_uids(group.key))
+            self._hint(POD_GROUPS, group.key)
+
+    def _hint(self, kind: str, key: str) -> None:
+        """The profiles' queueing hints for one changed object (each plugin asked once)."""
+        done: set[str] = set()
+        for profile in self.profiles.values():
+            run_hints(profile, self.handle, kind, key, done)
+
+    def _group_size(self, key: str) -> int:
+        """The group's pods in the queue, assumed or bound: what PreEnqueue counts."""
+        entries, placed = self.queue.entries, self.cache.pods
+        return sum(1 for uid in self.pod_groups.member_uids(key) if uid in entries or uid in placed)
 
     def on_dra(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A DeviceClass, ResourceSlice, ResourceClaim, template or DeviceTaintRule event.
@@ -313,9 +325,7 @@ class PodiumScheduler:
             self._warm_up(event)
             self.queue.on_event(event)
         if update.changed:
-            done: set[str] = set()
-            for profile in self.profiles.values():
-                run_hints(profile, self.handle, kind, update.changed, done)
+            self._hint(kind, update.changed)
 
     async def preempting(
         self, preemptor: str, uids: list[str], preempting: Coroutine[Any, Any, bool]
@@ -363,7 +373,7 @@ class PodiumScheduler:
         if not pod.uid:
             return ""
         if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
-            self.queue.wake(self.pod_groups.member_uids(pod.group_key))
+            self._hint(POD_GROUPS, pod.group_key)
         # Pending pods indexed by the DRA objects they name (a no-op for the others).
         self.dra.track(pod, not pod.bound and event_type != "DELETED" and not pod.terminal)
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
@@ -678,7 +688,7 @@ class PodiumScheduler:
                 plugin=plugin,
                 reason=reason,
             )
-            self.queue.park(entry)
+            self.queue.park(entry, plugin)
             return
         if pod.pod_group and profile.gang_scheduling and self.pod_groups.served:
             schedule_group(self, entry, profile)

@@ -18,6 +18,7 @@ from podium.kube.objects import PodInfo
 __all__ = [
     "INITIALLY_SCHEDULED",
     "KINDS",
+    "POD_GROUPS",
     "RESOURCES",
     "WORKLOAD_API",
     "PodGroup",
@@ -32,6 +33,8 @@ RESOURCES: tuple[Kind, ...] = (
     Kind("scheduling.k8s.io", "v1beta1", "podgroups", "PodGroup", namespaced=True),
 )
 KINDS = paths(RESOURCES)
+# The kind of a queueing hint for a group: its PodGroup changed, or a member arrived.
+POD_GROUPS = "podgroups"
 INITIALLY_SCHEDULED = "PodGroupInitiallyScheduled"
 
 

@@ -158,7 +158,7 @@ async def test_issue_cases_match_kube_scheduler(
         told = {
             json.loads(line).get("pod")
             for line in podium_proc.log_lines()
-            if '"pod_group_waiting"' in line
+            if '"pre_enqueue_waiting"' in line and '"GangScheduling"' in line
         }
         parked = await _kube_pending(kube)  # missing group: gated; below minCount: incomplete
         return told >= set(waits) and parked.get("gated", 0) + parked.get("incomplete", 0) == 4
@@ -317,7 +317,7 @@ async def test_min_count_above_members_and_changed_after_scheduling_match_kube_s
         told = {
             json.loads(line).get("pod")
             for line in proc.log_lines()
-            if '"pod_group_waiting"' in line
+            if '"pre_enqueue_waiting"' in line and '"GangScheduling"' in line
         }
         parked = await _kube_pending(kube)
         return (

@@ -536,8 +536,9 @@ def test_a_parked_pod_waits_uncounted_until_woken() -> None:
     entry = queue.entries[POD_UID]
     popped = asyncio.run(queue.pop())
     assert popped is entry and entry.attempts == 1
-    queue.park(entry)
+    queue.park(entry, "DynamicResources")
     assert (entry.where, entry.attempts) == ("gated", 0)
+    assert queue.rejections() == {("DynamicResources", "podium"): 1}
     queue.hint(["unknown", POD_UID], "DynamicResources")
     assert entry.where == "active"
 

@@ -9,13 +9,14 @@ from typing import Any, cast
 
 import pytest
 
+from podium.algorithms.gang_scheduling import NAME as GANG
+from podium.algorithms.gang_scheduling import GangScheduling
 from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
 from podium.policy import default_profile
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.podgroup_cycle import merged_conditions, pre_enqueue
-from podium.scheduling.queue import GANG
+from podium.scheduling.podgroup_cycle import merged_conditions
 from podium.scheduling.scheduler import PodiumScheduler
 from podium.state.podgroups import PodGroup, parse_pod_group
 from tests.unit.builders import node, pod
@@ -338,12 +339,13 @@ def test_pre_enqueue_messages_are_kube_schedulers(
     group: dict[str, Any] | None, members: int, reason: str
 ) -> None:
     sched = PodiumScheduler(cast(Binder, _Binder()), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
     if group is not None:
         sched.on_pod_group("podgroups", "ADDED", group)
     for i in range(members):
         sched.on_pod("ADDED", _member(f"m{i}", "1"))
     first = next(iter(sched.queue.entries.values())).pod
-    assert pre_enqueue(sched, first) == reason
+    assert GangScheduling().pre_enqueue(sched.handle, first).reason == reason
 
 
 async def test_a_late_member_right_after_success_never_sets_the_group_false() -> None:
@@ -379,7 +381,7 @@ async def test_waiting_members_wake_when_their_group_can_start(completes: str) -
         sched.on_pod("ADDED", _member(f"m{i}", "1"))
     while sched.queue.ready():  # every member is tried once and waits
         sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
-    assert sched.queue.counts()["unschedulable"] == members
+    assert sched.queue.counts()["gated"] == members
     if completes == "third-member":
         sched.on_pod("ADDED", _member("m2", "1"))
     elif completes == "group-created":
