@@ -225,12 +225,11 @@ def _decide(
     sched.snapshot.update(sched.cache)
     if len(sched.snapshot) == 0:
         sched.metrics.podgroup_attempt("unschedulable", profile.scheduler_name, _since(started))
-        for member in live:
+        for member in live:  # no rejecting plugin, as Go's ErrNoNodesAvailable: backoffQ
             sched.fail(
                 member,
                 "Unschedulable",
                 "no nodes available to schedule pods",
-                rejected_by=frozenset({"NodeName"}),
                 profile=profile,
             )
         return

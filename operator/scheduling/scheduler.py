@@ -696,11 +696,11 @@ class PodiumScheduler:
         traces.begin(entry, profile, self.algorithm.plugin_stats, started)
         self.snapshot.update(self.cache)
         if len(self.snapshot) == 0:
+            # Go's ErrNoNodesAvailable: no rejecting plugin, so backoffQ (queueAfterBackoff).
             self.fail(
                 entry,
                 "Unschedulable",
                 "no nodes available to schedule pods",
-                rejected_by=frozenset({"NodeName"}),
                 profile=profile,
                 nominating="",  # Go's clearNominatedNode
             )
