@@ -17,6 +17,7 @@ from podium.framework.extension import (
     QueueingHintPlugin,
     Status,
 )
+from podium.framework.plugin import ClusterEvent
 from podium.framework.podgroup import waiting_reason
 from podium.kube.objects import PodInfo
 from podium.state.podgroups import POD_GROUPS
@@ -41,4 +42,4 @@ class GangScheduling(PreEnqueuePlugin, QueueingHintPlugin):
     def hint(self, handle: Handle, kind: str, key: str) -> None:
         """A new member, or a new or changed PodGroup: the group's pods may start now."""
         if kind == POD_GROUPS:
-            handle.wake(handle.pod_group_members(key), NAME)
+            handle.wake(handle.pod_group_members(key), NAME, ClusterEvent.POD_GROUP)

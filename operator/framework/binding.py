@@ -128,7 +128,7 @@ class BindingHandle:
         spawn: Callable[[Coroutine[Any, Any, object]], None],
         snapshot: Snapshot,
         observe: Callable[[str, str | None, Mapping[str, Any]], None],
-        wake: Callable[[Iterable[str], str], None],
+        wake: Callable[[Iterable[str], str, ClusterEvent], None],
         event: Callable[[PodInfo, str, str], Awaitable[None]],
         *,
         nominator: Nominations,
@@ -167,8 +167,8 @@ class BindingHandle:
     def observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         self._observe(kind, event_type, body)
 
-    def wake(self, uids: Iterable[str], plugin: str) -> None:
-        self._wake(uids, plugin)
+    def wake(self, uids: Iterable[str], plugin: str, event: ClusterEvent) -> None:
+        self._wake(uids, plugin, event)
 
     async def event(self, pod: PodInfo, reason: str, note: str) -> None:
         await self._event(pod, reason, note)

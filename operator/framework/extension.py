@@ -127,8 +127,9 @@ class Handle(Protocol):
     def observe(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A write's answer, taken in as its watch event would be (Go's assume caches)."""
 
-    def wake(self, uids: Iterable[str], plugin: str) -> None:
-        """A queueing hint: these pods, rejected by ``plugin``, may fit now."""
+    def wake(self, uids: Iterable[str], plugin: str, event: ClusterEvent) -> None:
+        """A queueing hint: these pods, rejected by ``plugin``, may fit now after ``event``
+        (the label of their move in scheduler_queue_incoming_pods)."""
 
     async def event(self, pod: PodInfo, reason: str, note: str) -> None:
         """A Normal Event about the pod in its scheduler's name (Go's EventRecorder)."""

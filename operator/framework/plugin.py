@@ -70,6 +70,9 @@ class ClusterEvent(enum.Flag):
     RESOURCE_SLICE = enum.auto()
     DEVICE_CLASS = enum.auto()
     RESOURCE_CLAIM = enum.auto()
+    # GangScheduling: a PodGroup added or changed, or a new member of it; wakes only the
+    # group's pods.
+    POD_GROUP = enum.auto()
 
     @classmethod
     def any_node_change(cls) -> ClusterEvent:

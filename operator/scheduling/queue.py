@@ -59,6 +59,7 @@ _EVENT_LABELS: dict[ClusterEvent, str] = {
     ClusterEvent.RESOURCE_SLICE: "ResourceSliceUpdate",
     ClusterEvent.DEVICE_CLASS: "DeviceClassUpdate",
     ClusterEvent.RESOURCE_CLAIM: "ResourceClaimUpdate",
+    ClusterEvent.POD_GROUP: "PodGroupAdd",
 }
 # The queue's own moves, as kube-scheduler labels them (framework/events.go).
 POD_ADD = "UnscheduledPodAdd"
@@ -298,7 +299,7 @@ class SchedulingQueue:
         self,
         uids: Iterable[str],
         plugin: str,
-        event: ClusterEvent = ClusterEvent.RESOURCE_CLAIM,
+        event: ClusterEvent,
     ) -> None:
         """An event that concerns only these pods (a queueing hint): parked ones go to
         activeQ, those ``plugin`` rejected in a cycle to backoffQ. ``event`` labels the

@@ -93,7 +93,7 @@ def _handle() -> BindingHandle:
         spawn=spawned.append,
         snapshot=Snapshot(),
         observe=lambda kind, event_type, body: None,
-        wake=lambda uids, plugin: None,
+        wake=lambda uids, plugin, event: None,
         event=event,
         nominator=Nominator(),
         preempting=preempting,

@@ -26,7 +26,7 @@ from podium.algorithms.dynamic_resources.plugin import (
     stale_claim,
 )
 from podium.framework.cycle import Scheduler
-from podium.framework.plugin import Cycle, PluginError
+from podium.framework.plugin import ClusterEvent, Cycle, PluginError
 from podium.kube.manifests import make_node, make_pod
 from podium.kube.objects import PodInfo, parse_node, parse_pod
 from podium.policy import default_profile
@@ -539,7 +539,7 @@ def test_a_parked_pod_waits_uncounted_until_woken() -> None:
     queue.park(entry, "DynamicResources")
     assert (entry.where, entry.attempts) == ("gated", 0)
     assert queue.rejections() == {("DynamicResources", "podium"): 1}
-    queue.hint(["unknown", POD_UID], "DynamicResources")
+    queue.hint(["unknown", POD_UID], "DynamicResources", ClusterEvent.RESOURCE_CLAIM)
     assert entry.where == "active"
 
 
@@ -549,10 +549,10 @@ def test_hint_moves_only_pods_the_plugin_rejected() -> None:
     entry = queue.entries[POD_UID]
     asyncio.run(queue.pop())
     queue.requeue(entry, rejected_by=frozenset({"NodeResourcesFit"}))
-    queue.hint([POD_UID], "DynamicResources")
+    queue.hint([POD_UID], "DynamicResources", ClusterEvent.RESOURCE_CLAIM)
     assert entry.where == "unschedulable"
     entry.rejected_by = frozenset({"DynamicResources"})
-    queue.hint([POD_UID], "DynamicResources")
+    queue.hint([POD_UID], "DynamicResources", ClusterEvent.RESOURCE_CLAIM)
     assert entry.where in ("backoff", "active")
 
 

@@ -96,7 +96,7 @@ def _handle(snapshot: Snapshot) -> BindingHandle:
         spawn=lambda work: work.close(),
         snapshot=snapshot,
         observe=lambda kind, event_type, body: None,
-        wake=lambda uids, plugin: None,
+        wake=lambda uids, plugin, event: None,
         event=event,
         nominator=Nominator(),
         preempting=preempting,

@@ -390,6 +390,8 @@ async def test_waiting_members_wake_when_their_group_can_start(completes: str) -
         lowered = _group("g", 2)
         lowered["metadata"]["generation"] = 2
         sched.on_pod_group("podgroups", "MODIFIED", lowered)
+    woken = sched.metrics.queue_incoming.labels("active", "PodGroupAdd")._value.get()
+    assert woken == members  # GangScheduling's hint, labelled as Go labels it
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
     await sched.settle()
     assert len(binder.bound) == (2 if completes == "min-count-lowered" else 3)

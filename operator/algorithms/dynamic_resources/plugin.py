@@ -662,7 +662,8 @@ class DynamicResources(
     def hint(self, handle: Handle, kind: str, key: str) -> None:
         """A claim created or changed: the pods that name it may fit now."""
         if kind == "resourceclaims":
-            handle.wake(list(handle.snapshot.dra.users.get(key, ())), NAME)
+            users = handle.snapshot.dra.users.get(key, ())
+            handle.wake(list(users), NAME, ClusterEvent.RESOURCE_CLAIM)
 
     def _binder(self, handle: Handle) -> ClaimBinder:
         def wake(key: str) -> None:

@@ -312,7 +312,7 @@ def _handle(snap: Any) -> BindingHandle:
         spawn=lambda work: None,
         snapshot=snap,
         observe=lambda kind, event_type, body: None,
-        wake=lambda uids, plugin: None,
+        wake=lambda uids, plugin, event: None,
         event=event,
         nominator=Nominator(),
         preempting=preempting,
