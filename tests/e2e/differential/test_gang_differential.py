@@ -33,11 +33,11 @@ from kubernetes_asyncio import client, watch
 from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from podium.algorithms.gang_scheduling import NAME as GANG
 from podium.devcluster import TOPOLOGY_WORKLOAD_GATES, WORKLOAD_GATES, ControlPlane
 from podium.devcluster.controller_manager import KubeControllerManager
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.kube.manifests import make_node, make_pod
-from podium.scheduling.queue import GANG
 from tests.e2e.differential import kube_scores
 from tests.e2e.differential.gang_scenarios import (
     HIGH,
