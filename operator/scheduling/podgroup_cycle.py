@@ -129,9 +129,9 @@ class GroupHost(Protocol):
         """Bind a placed (and assumed) member in the background, counted in flight."""
 
 
-def group_members(sched: GroupHost, pod: PodInfo) -> tuple[list[QueuedPod], list[PodInfo]]:
+def group_members(sched: GroupHost, key: str) -> tuple[list[QueuedPod], list[PodInfo]]:
     """The group's pods in the queue, and those assumed or bound (Go's scheduled pods)."""
-    uids = sched.pod_groups.member_uids(pod.group_key)
+    uids = sched.pod_groups.member_uids(key)
     entries, placed = sched.queue.entries, sched.cache.pods
     queued = [entries[uid] for uid in uids if uid in entries]
     scheduled = [placed[uid].pod for uid in uids if uid in placed]
@@ -163,7 +163,7 @@ def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None
     pod = entry.pod
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
     assert group is not None  # GangScheduling's PreEnqueue let the pod through
-    queued, scheduled = group_members(sched, pod)
+    queued, scheduled = group_members(sched, pod.group_key)
     entries = [entry]
     for other in queued:
         if other is not entry and not other.pod.scheduling_gates:

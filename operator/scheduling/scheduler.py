@@ -58,7 +58,7 @@ from podium.scheduling import traces
 from podium.scheduling.binder import Binder, BindOutcome
 from podium.scheduling.first_listing import FirstListing
 from podium.scheduling.nominator import Nominator
-from podium.scheduling.podgroup_cycle import schedule_group
+from podium.scheduling.podgroup_cycle import group_members, schedule_group
 from podium.scheduling.queue import QueueSettings, SchedulingQueue, event_label
 from podium.scheduling.resync import Resyncer
 from podium.scheduling.shadow import ShadowJob, ShadowRunner, shadows_by_target
@@ -303,8 +303,8 @@ class PodiumScheduler:
 
     def _group_size(self, key: str) -> int:
         """The group's pods in the queue, assumed or bound: what PreEnqueue counts."""
-        entries, placed = self.queue.entries, self.cache.pods
-        return sum(1 for uid in self.pod_groups.member_uids(key) if uid in entries or uid in placed)
+        queued, scheduled = group_members(self, key)
+        return len(queued) + len(scheduled)
 
     def on_dra(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A DeviceClass, ResourceSlice, ResourceClaim, template or DeviceTaintRule event.

@@ -64,6 +64,7 @@ from tests.e2e.dra import (
     resource_slice,
     with_claims,
 )
+from tests.e2e.faults import metric
 from tests.e2e.gang import create_group, group_condition, member, pod_group
 from tests.e2e.storage import (
     HOSTNAME,
@@ -181,13 +182,11 @@ class Waiting:
             )
 
         await wait_for(queued, timeout=30, interval=0.1, message="kube-scheduler queued them")
-        sample = f'scheduler_unschedulable_pods{{plugin="{GANG}",profile="{self.profile}"}} '
+        labels = f'plugin="{GANG}",profile="{self.profile}"'
 
         async def held() -> bool:
-            for line in (await podium.metrics()).splitlines():
-                if line.startswith(sample):
-                    return int(float(line[len(sample) :])) == self.members
-            return False
+            text = await podium.metrics()
+            return metric(text, "scheduler_unschedulable_pods", labels) == self.members
 
         await wait_for(held, timeout=30, interval=0.1, message=f"{self.profile} holds its gang")
 
