@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import ssl
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -21,14 +20,13 @@ import pytest
 from kubernetes_asyncio import client
 from kubernetes_asyncio.client import ApiClient
 
-from podium.devcluster import WORKLOAD_GATES, ControlPlane, KubeScheduler
+from podium.devcluster import WORKLOAD_GATES, ControlPlane
 from podium.devcluster.objects import wait_for
-from podium.devcluster.process import http_get
 from podium.framework.decision import read_records
 from podium.kube.manifests import make_node
 from podium.tools.explain import explain_cluster
 from tests.e2e.gang import bound_by_group, create_group, group_condition, member, pod_group
-from tests.e2e.queues import pending_pods
+from tests.e2e.queues import pending_pods, scrape_kube
 from tests.e2e.test_declared_features import logged_config
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
@@ -80,15 +78,6 @@ CASES = (
         ),
     ),
 )
-
-
-async def _kube_pending(kube: KubeScheduler) -> dict[str, float]:
-    """kube-scheduler's queues, from its /metrics (open to anyone on the test cluster)."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    status, body = await asyncio.to_thread(http_get, kube.metrics_url, None, context)
-    return pending_pods(body.decode()) if status == 200 else {}
 
 
 async def _outcome(api: ApiClient, namespace: str, side: str) -> dict[str, Any]:
@@ -160,7 +149,8 @@ async def test_issue_cases_match_kube_scheduler(
             for line in podium_proc.log_lines()
             if '"pre_enqueue_waiting"' in line and '"GangScheduling"' in line
         }
-        parked = await _kube_pending(kube)  # missing group: gated; below minCount: incomplete
+        # missing group: gated; below minCount: incomplete
+        parked = pending_pods(await scrape_kube(kube))
         return told >= set(waits) and parked.get("gated", 0) + parked.get("incomplete", 0) == 4
 
     await wait_for(turned_away, timeout=20, interval=0.5, message="waiting members turned away")
@@ -319,7 +309,7 @@ async def test_min_count_above_members_and_changed_after_scheduling_match_kube_s
             for line in proc.log_lines()
             if '"pre_enqueue_waiting"' in line and '"GangScheduling"' in line
         }
-        parked = await _kube_pending(kube)
+        parked = pending_pods(await scrape_kube(kube))
         return (
             told >= set(waiting)
             and parked.get("gated", 0) + parked.get("incomplete", 0) == 6

@@ -16,9 +16,7 @@ pods); pod-group attempts and pod attempts by result (after the gang).
 
 from __future__ import annotations
 
-import asyncio
 import re
-import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -29,12 +27,11 @@ from kubernetes_asyncio.client import ApiClient
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from podium.devcluster import WORKLOAD_GATES, KubeScheduler
+from podium.devcluster import WORKLOAD_GATES
 from podium.devcluster.objects import delete_nodes, delete_pods, wait_for
-from podium.devcluster.process import http_get
 from podium.kube.manifests import make_node, make_pod
 from tests.e2e.gang import create_group, member, pod_group
-from tests.e2e.queues import pending_pods
+from tests.e2e.queues import pending_pods, scrape_kube
 
 pytestmark = [pytest.mark.e2e, pytest.mark.asyncio(loop_scope="session")]
 
@@ -121,17 +118,6 @@ def values(
         key = tuple(sorted((k, v) for k, v in s.labels.items() if k not in drop))
         out[key] = out.get(key, 0.0) + s.value
     return out
-
-
-async def scrape_kube(kube: KubeScheduler) -> str:
-    """kube-scheduler's /metrics: its secure port lets anyone read /metrics in the harness
-    (--authorization-always-allow-paths), over its self-signed certificate."""
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    status, body = await asyncio.to_thread(http_get, kube.metrics_url, None, context)
-    assert status == 200, body[:200]
-    return body.decode()
 
 
 async def bound(api: ApiClient, namespace: str, name: str) -> str:

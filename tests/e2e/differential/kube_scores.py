@@ -33,17 +33,20 @@ HINT = "OpportunisticBatch provided node hint"
 NODE_ADDED = "Add event for node"
 NODE_DELETED = "Delete event for node"
 POD_ADDED = "Add event for scheduled pod"
-POD_QUEUED = "Add event for unscheduled pod"
 POD_UPDATED = "Update event for scheduled pod"
 POD_DELETED = "Delete event for scheduled pod"
 GROUP_SCHEDULED = "Successfully scheduled a pod group"
 SCHEDULE_ERROR = "Error scheduling pod; retrying"  # handleSchedulingFailure, with err=
 GROUP_CYCLE = "Running a pod group scheduling algorithm"  # -v=5
+# -v=5, addPodGroupMember: the queue took a pod in whose PodGroup it has not observed yet.
+MEMBER_INCOMPLETE = (
+    "Pod with pod group added to incompletePodGroupPods, waiting for one or more parent pod "
+    "group objects to be observed"
+)
 # -v=5: the queue took a pod of a pod group in, after its PreEnqueue ran where the group is
 # known (addPodGroupMember, addToPodGroupIfExists): one of these per member.
 MEMBER_QUEUED = (
-    "Pod with pod group added to incompletePodGroupPods, waiting for one or more parent pod "
-    "group objects to be observed",
+    MEMBER_INCOMPLETE,
     "Pod was added to root group as the first member pod",
     "Pod added to existing root group info",
     "Pod added to pending pod group pods, waiting for its root group to be requeued",
@@ -52,7 +55,6 @@ _EVENTS = (
     NODE_ADDED,
     NODE_DELETED,
     POD_ADDED,
-    POD_QUEUED,
     POD_UPDATED,
     POD_DELETED,
     GROUP_SCHEDULED,

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import copy
+import functools
 import json
 import re
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -34,10 +35,16 @@ from kubernetes_asyncio.client import ApiClient
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from podium.algorithms.gang_scheduling import NAME as GANG
-from podium.devcluster import TOPOLOGY_WORKLOAD_GATES, WORKLOAD_GATES, ControlPlane
+from podium.devcluster import (
+    TOPOLOGY_WORKLOAD_GATES,
+    WORKLOAD_GATES,
+    ControlPlane,
+    KubeScheduler,
+)
 from podium.devcluster.controller_manager import KubeControllerManager
 from podium.devcluster.objects import create_nodes, delete_nodes, wait_for
 from podium.kube.manifests import make_node, make_pod
+from tests.e2e.conftest import PodiumProcess
 from tests.e2e.differential import kube_scores
 from tests.e2e.differential.gang_scenarios import (
     HIGH,
@@ -66,6 +73,7 @@ from tests.e2e.dra import (
 )
 from tests.e2e.faults import metric
 from tests.e2e.gang import create_group, group_condition, member, pod_group
+from tests.e2e.queues import idle, pending_pods, scrape_kube
 from tests.e2e.storage import (
     HOSTNAME,
     Storage,
@@ -329,11 +337,12 @@ async def _run(
                 if scenario.group_missing and scheduler == kube_name:
                     # kube-scheduler's PodGroup and Pod informers deliver in no set order:
                     # without this wait its group cycle can start before the late members
-                    # are queued, and place fewer of them.
+                    # are queued, and place fewer of them. The queue's own line, not the
+                    # informer's "Add event", which addPod writes before queueing the pod.
                     first, last = scenario.members, scenario.members + scenario.late
                     await kube_log.wait_events(
                         [
-                            (kube_scores.POD_QUEUED, f"{namespace}/{prefix}-m{i}")
+                            (kube_scores.MEMBER_INCOMPLETE, f"{namespace}/{prefix}-m{i}")
                             for i in range(first, last)
                         ],
                         after=mark,
@@ -775,6 +784,19 @@ Observe = Callable[[str], Awaitable[dict[str, Any]]]  # side prefix -> what must
 Adjust = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
 
 
+async def _quiet(kube: KubeScheduler, podium: PodiumProcess) -> bool:
+    """Neither scheduler tries a pod again before a cluster event moves it: none is active
+    or backing off, kube-scheduler runs no binding goroutine (runBindingCycle), and Podium
+    holds no assumed pod (its bindings in flight)."""
+    theirs, mine = await scrape_kube(kube), await podium.metrics()
+    return (
+        idle(pending_pods(theirs))
+        and metric(theirs, "scheduler_goroutines", 'operation="binding"') == 0
+        and idle(pending_pods(mine))
+        and metric(mine, "podium_cache_pods", 'state="assumed"') == 0
+    )
+
+
 async def _agreement(
     api: ApiClient,
     namespace: str,
@@ -784,10 +806,12 @@ async def _agreement(
     create: Create,
     observe: Observe,
     kube_log: KubeLog,
+    quiet: Callable[[], Awaitable[bool]],
     adjust: Adjust | None = None,
 ) -> dict[str, Any]:
     """Create both sides, then wait until both settle on the same state (``observe``'s,
-    with ``decided`` True); the nodes and pods go afterwards."""
+    with ``decided`` True) and ``quiet`` shows that neither will try a member again; the
+    nodes and pods go afterwards."""
     result: dict[str, Any] = {}
     mark = kube_log.mark()
 
@@ -811,10 +835,20 @@ async def _agreement(
             await create(prefix, scheduler)
         try:
             await wait_for(agreed, timeout=AGREE, interval=0.5, message="agreement")
-            # Settled, not just equal in passing: still equal a moment later.
-            await asyncio.sleep(1.0)
-            if not await agreed():
-                result["disagree"] = "changed after agreeing"
+
+            async def settled() -> bool:
+                # Quiet on both sides of the observation: a retry popped before it would
+                # still be binding after it, or its outcome is in the observation.
+                return await quiet() and await agreed() and await quiet()
+
+            # Settled, not just equal in passing: kube-scheduler retries a member whose
+            # PreBind lost a race, so an agreement reached before that retry can change.
+            try:
+                await wait_for(settled, timeout=AGREE, interval=0.2, message="settled")
+            except TimeoutError:
+                result["disagree"] = (
+                    "a scheduler still busy" if await agreed() else "changed after agreeing"
+                )
         except TimeoutError:
             kube, mine = result["kube"], result["podium"]
             diff = [k for k in kube if kube[k] != mine[k]]
@@ -851,6 +885,7 @@ async def _claims_scenario(
     scenario: SharedClaimScenario,
     klass: str,
     kube_log: KubeLog,
+    quiet: Callable[[], Awaitable[bool]],
 ) -> dict[str, Any]:
     seed = scenario.seed
     sides = {
@@ -926,7 +961,7 @@ async def _claims_scenario(
 
     nodes = len(scenario.node_cpus)
     result = await _agreement(
-        api, namespace, sides, CLAIM_KUBE, nodes, create, observe, kube_log, adjust
+        api, namespace, sides, CLAIM_KUBE, nodes, create, observe, kube_log, quiet, adjust
     )
     return {"seed": seed, "scenario": vars(scenario), **result}
 
@@ -946,14 +981,20 @@ async def test_gangs_sharing_a_claim_agree_with_kube_scheduler(
     sharing member's PreBind (their writes race) and places them again; Podium writes the
     claim once: compared is the state both settle on."""
     kube = await kube_scheduler(CLAIM_KUBE, feature_gates=WORKLOAD_GATES, verbosity=10)
-    await podium("--scheduler-name", CLAIM_PODIUM)
+    proc = await podium("--scheduler-name", CLAIM_PODIUM)
     kube_log = KubeLog(kube.log_path)
     klass = f"{namespace}-gpu"
     await dra.create("deviceclasses", device_class(klass))
     count = max(8, int(pytestconfig.getoption("--scenarios")) // 4)
     results = [
         await _claims_scenario(
-            api_client, dra, namespace, generate_shared_claims(seed), klass, kube_log
+            api_client,
+            dra,
+            namespace,
+            generate_shared_claims(seed),
+            klass,
+            kube_log,
+            functools.partial(_quiet, kube, proc),
         )
         for seed in range(count)
     ]
@@ -1169,7 +1210,7 @@ async def test_gangs_with_wait_for_first_consumer_claims_agree_with_kube_schedul
     only (``adjust`` below)."""
     # -v=5: its group cycles' starts, for the members' order (``_out_of_order``).
     kube = await kube_scheduler(VOLUME_KUBE, feature_gates=WORKLOAD_GATES, verbosity=5)
-    await podium("--scheduler-name", VOLUME_PODIUM)
+    proc = await podium("--scheduler-name", VOLUME_PODIUM)
     kube_log = KubeLog(kube.log_path)
     storage = Storage(api_client, namespace)
     klass = f"{namespace}-local"
@@ -1241,6 +1282,7 @@ async def test_gangs_with_wait_for_first_consumer_claims_agree_with_kube_schedul
                 create,
                 observe,
                 kube_log,
+                functools.partial(_quiet, kube, proc),
                 adjust,
             )
             results.append({"seed": seed, "scenario": vars(scenario), **result})
