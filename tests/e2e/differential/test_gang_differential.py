@@ -190,13 +190,18 @@ class Waiting:
             )
 
         await wait_for(queued, timeout=30, interval=0.1, message="kube-scheduler queued them")
-        labels = f'plugin="{GANG}",profile="{self.profile}"'
+        await _podium_holds(podium, self.profile, self.members)
 
-        async def held() -> bool:
-            text = await podium.metrics()
-            return metric(text, "scheduler_unschedulable_pods", labels) == self.members
 
-        await wait_for(held, timeout=30, interval=0.1, message=f"{self.profile} holds its gang")
+async def _podium_holds(podium: Any, profile: str, members: int) -> None:
+    """Wait until Podium's GangScheduling holds ``members`` pods of ``profile``."""
+    labels = f'plugin="{GANG}",profile="{profile}"'
+
+    async def held() -> bool:
+        text = await podium.metrics()
+        return metric(text, "scheduler_unschedulable_pods", labels) == members
+
+    await wait_for(held, timeout=30, interval=0.1, message=f"{profile} holds its gang")
 
 
 def _waiting(
@@ -276,6 +281,31 @@ def _comparable(phase: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+async def _before_group(
+    kube_log: KubeLog,
+    podium: Any,
+    side: tuple[str, str],
+    kube_name: str,
+    namespace: str,
+    members: range,
+    after: int,
+) -> None:
+    """Wait until the (scheduler, prefix) ``side`` holds every member from 0 to the end
+    of ``members``, their PodGroup not yet created. Each scheduler's PodGroup and Pod
+    watches deliver in no set order: without this wait a group cycle can start before
+    the last members are queued, and place fewer of them. For kube-scheduler, its
+    queue's line for each of ``members`` (addPodGroupMember), not the informer's "Add
+    event", written before the queue takes the pod."""
+    scheduler, prefix = side
+    if scheduler != kube_name:
+        await _podium_holds(podium, scheduler, members.stop)
+        return
+    await kube_log.wait_events(
+        [(kube_scores.MEMBER_INCOMPLETE, f"{namespace}/{prefix}-m{i}") for i in members],
+        after=after,
+    )
+
+
 async def _run(
     api: ApiClient,
     namespace: str,
@@ -314,6 +344,15 @@ async def _run(
                 await create_group(api, namespace, group)
             await _add_members(api, namespace, scenario, prefix, scheduler, 0, scenario.members)
             if not scenario.group_missing and scenario.topology:
+                await _before_group(
+                    kube_log,
+                    podium,
+                    (scheduler, prefix),
+                    kube_name,
+                    namespace,
+                    range(scenario.members),
+                    mark,
+                )
                 await create_group(api, namespace, group)
         members = range(scenario.members)
         waiting = _waiting(
@@ -334,18 +373,15 @@ async def _run(
                 await _add_members(
                     api, namespace, scenario, prefix, scheduler, scenario.members, scenario.late
                 )
-                if scenario.group_missing and scheduler == kube_name:
-                    # kube-scheduler's PodGroup and Pod informers deliver in no set order:
-                    # without this wait its group cycle can start before the late members
-                    # are queued, and place fewer of them. The queue's own line, not the
-                    # informer's "Add event", which addPod writes before queueing the pod.
-                    first, last = scenario.members, scenario.members + scenario.late
-                    await kube_log.wait_events(
-                        [
-                            (kube_scores.MEMBER_INCOMPLETE, f"{namespace}/{prefix}-m{i}")
-                            for i in range(first, last)
-                        ],
-                        after=mark,
+                if scenario.group_missing:
+                    await _before_group(
+                        kube_log,
+                        podium,
+                        (scheduler, prefix),
+                        kube_name,
+                        namespace,
+                        range(scenario.members, scenario.members + scenario.late),
+                        mark,
                     )
                 if scenario.group_missing:
                     await create_group(
