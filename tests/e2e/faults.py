@@ -449,7 +449,6 @@ class _Link:
     stalled: bool
     client: asyncio.StreamWriter
     server: asyncio.StreamWriter | None = None
-    dropped: int = 0
 
 
 class StallProxy:
@@ -460,7 +459,7 @@ class StallProxy:
     flowing, so requests reach the server but no answer and no FIN comes back:
     a half-dead connection, as behind a broken NAT or load balancer.
     ``heal_new()`` lets new connections through again; stalled ones stay stalled
-    until the client gives up on them.
+    until the client gives up on them. ``dropped`` counts the bytes held back.
     """
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
@@ -468,6 +467,7 @@ class StallProxy:
         self.links: set[_Link] = set()
         self.stall_new = False
         self.accepted = 0
+        self.dropped = 0
         self._server: asyncio.Server | None = None
         self.port = 0
 
@@ -522,9 +522,12 @@ class StallProxy:
                 writer.close()
             self.links.discard(link)
 
-    @staticmethod
     async def _pump(
-        reader: asyncio.StreamReader, writer: asyncio.StreamWriter, link: _Link, downstream: bool
+        self,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
+        link: _Link,
+        downstream: bool,
     ) -> None:
         with contextlib.suppress(OSError, asyncio.IncompleteReadError):
             while True:
@@ -532,7 +535,7 @@ class StallProxy:
                 if not data:
                     return
                 if downstream and link.stalled:
-                    link.dropped += len(data)
+                    self.dropped += len(data)
                     continue
                 writer.write(data)
                 await writer.drain()

@@ -438,8 +438,15 @@ async def test_stalled_watch_is_noticed_and_rewatched(
 
         proxy.stall()
         stalled = proxy.stalled_links
-        await create_pods(api_client, namespace, pods(namespace, sched, 50))
-        await asyncio.sleep(3)
+        batch = pods(namespace, sched, 50)
+        await create_pods(api_client, namespace, batch)
+        # Their watch events reach the proxy and are dropped there: at least the bytes of
+        # the bodies sent (the stored pods are larger). Once that much is held back,
+        # Podium has been kept from them, not merely not told yet.
+        floor = sum(len(json.dumps(p)) for p in batch)
+        await wait_for(
+            lambda: proxy.dropped >= floor, timeout=30, message="the new pods' events dropped"
+        )
         assert await bound_count(api_client, namespace) == 10, "bound while fully stalled"
         proxy.heal_new()
         healed = time.monotonic()
