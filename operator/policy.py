@@ -15,6 +15,7 @@ from typing import Any
 from podium.algorithms import EXTENSIONS, FILTERS, SCORES
 from podium.algorithms.default_preemption import DefaultPreemption
 from podium.algorithms.gang_scheduling import GangScheduling
+from podium.algorithms.scheduling_gates import SchedulingGates
 from podium.framework.profile import DEFAULT_FILTERS, DEFAULT_SCORES, Profile
 
 __all__ = ["GROUP", "PLURAL", "VERSION", "PolicyError", "build_profile", "default_profile"]
@@ -179,6 +180,7 @@ def build_profile(spec: Mapping[str, Any], policy: str = "", generation: int = 0
         scores=scores,
         extensions=extensions,
         post_filters=[DefaultPreemption(plugin_args("DefaultPreemption"))],
+        gates=[SchedulingGates()],
         queueing=[GangScheduling()] if gang else [],
         percentage_of_nodes_to_score=_int(spec, "percentageOfNodesToScore", 0),
         initial_backoff=float(initial),

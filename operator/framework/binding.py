@@ -93,9 +93,10 @@ def _failure(point: str, plugin: str, status: Status) -> Failure:
 
 
 def _plugins(profile: Profile) -> list[Plugin]:
-    """The plugins that may implement a point: the profile's filters, its extensions, then
-    its own queueing plugins (GangScheduling, last as in kube-scheduler's profile)."""
-    return [*profile.filters, *profile.extensions, *profile.queueing]
+    """The plugins that may implement a point: the profile's gates (SchedulingGates, first
+    as in kube-scheduler's profile), its filters, its extensions, then its own queueing
+    plugins (GangScheduling, last)."""
+    return [*profile.gates, *profile.filters, *profile.extensions, *profile.queueing]
 
 
 def go_duration(seconds: float) -> str:

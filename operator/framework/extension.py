@@ -184,8 +184,9 @@ class Handle(Protocol):
 
 
 class PreEnqueuePlugin(Plugin):
-    """PreEnqueue: Success lets a popped pod have a cycle; Unschedulable parks it, with no
-    condition or Event, until an update or a queueing hint (Go's RunPreEnqueuePlugins)."""
+    """PreEnqueue, run as a pod enters activeQ or backoffQ: Success lets it in;
+    Unschedulable holds it back (gated), with no attempt, condition or Event, until an
+    update or a queueing hint (Go's runPreEnqueuePlugins in moveToActiveQ)."""
 
     @abstractmethod
     def pre_enqueue(self, handle: Handle, pod: PodInfo) -> Status: ...

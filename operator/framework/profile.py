@@ -58,6 +58,9 @@ class Profile:
     # PostFilter plugins of their own, run after the filters' and extensions' PostFilter
     # while ``preemption`` is on: DefaultPreemption (algorithms/default_preemption).
     post_filters: list[Plugin] = field(default_factory=list)
+    # PreEnqueue plugins that run before every other: SchedulingGates
+    # (algorithms/scheduling_gates), first in kube-scheduler's profile.
+    gates: list[Plugin] = field(default_factory=list)
     # PreEnqueue and queueing-hint plugins of their own, after the filters' and extensions':
     # GangScheduling while ``gang_scheduling`` is on (algorithms/gang_scheduling).
     queueing: list[Plugin] = field(default_factory=list)

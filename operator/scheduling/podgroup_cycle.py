@@ -3,8 +3,8 @@
 kube-scheduler v1.37 with the GenericWorkload gate (``gangscheduling.go`` and
 ``schedule_one_podgroup.go``) is the reference:
 
-- A member reaches the cycle once GangScheduling's PreEnqueue lets it through
-  (``algorithms/gang_scheduling``: its PodGroup exists and a gang has ``minCount`` pods).
+- A member reaches the cycle once the profile's PreEnqueue lets it into the queue
+  (the gang plugin's: its PodGroup exists and a gang has ``minCount`` pods).
 - The cycle takes every queued member, places them one by one on the snapshot,
   assuming each placed member so the next sees it, and checks after each whether
   ``minCount`` (1 for a basic group) can still be met (PlacementFeasible). On success
@@ -16,8 +16,8 @@ All assumptions happen in one synchronous step, before any bind starts, so no ot
 pod's cycle can interleave with a half-placed group, and no member ever waits at Permit
 for the rest: kube-scheduler's 5-minute Permit timeout has nothing to time out.
 An unschedulable group runs the profile's PodGroupPostFilter plugins
-(``run_pod_group_post_filter``; DefaultPreemption's preempts for the group as one unit
-while the profile preempts): on Success its members are nominated and wait for the
+(``run_pod_group_post_filter``; the preemption plugin's preempts for the group as one
+unit while the profile preempts): on Success its members are nominated and wait for the
 victims to go, as Go's waitingOnPreemption.
 
 The placement itself is ``podium.framework.podgroup`` (pure, shared with simulate and
@@ -162,11 +162,15 @@ def schedule_group(sched: GroupHost, entry: QueuedPod, profile: Profile) -> None
     started = time.perf_counter()
     pod = entry.pod
     group = sched.pod_groups.get(pod.namespace, pod.pod_group)
-    assert group is not None  # GangScheduling's PreEnqueue let the pod through
+    if group is None:
+        # Deleted since PreEnqueue let the pod in: back through the queue, whose
+        # PreEnqueue now holds it.
+        sched.queue.requeue(entry)
+        return
     queued, scheduled = group_members(sched, pod.group_key)
     entries = [entry]
     for other in queued:
-        if other is not entry and not other.pod.scheduling_gates:
+        if other is not entry:
             taken = sched.queue.take(other.pod.uid)
             if taken is not None:
                 entries.append(taken)

@@ -12,8 +12,10 @@ absence caused kube-scheduler #49314.
 - unschedulable: pods no node fits; they move back when a cluster event that
   one of their rejecting plugins cares about arrives, or after the leftover
   flush interval as a safety net.
-- gated: pods with scheduling gates; they spend no cycles until the last
-  gate is removed.
+- gated: pods a PreEnqueue plugin holds back (scheduling gates, a missing
+  PodGroup, ...). PreEnqueue runs as a pod enters activeQ or backoffQ (Go's
+  moveToActiveQ and moveToBackoffQ); a held pod spends no cycle until an update
+  or its plugin's queueing hint lets PreEnqueue run again.
 
 An event that arrives while a pod is being scheduled is remembered through
 the move-request cycle, so a pod that then fails goes to backoffQ instead of
@@ -68,7 +70,14 @@ ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 GATES_REMOVED = "UnscheduledPodUpdatePodSchedulingGatesEliminated"
-_GATED = frozenset({"SchedulingGates"})
+
+# The profile's PreEnqueue for a pod about to enter activeQ or backoffQ: the name of the
+# plugin that holds it back, or None to let it in (Go's runPreEnqueuePlugins).
+PreEnqueue = Callable[[PodInfo], str | None]
+
+
+def _admit_all(pod: PodInfo) -> str | None:
+    return None
 
 
 def event_label(event: ClusterEvent) -> str:
@@ -92,8 +101,10 @@ class SchedulingQueue:
         settings: QueueSettings | None = None,
         clock: Callable[[], float] = time.monotonic,
         metrics: Metrics | None = None,
+        pre_enqueue: PreEnqueue = _admit_all,
     ) -> None:
         self.settings = settings or QueueSettings()
+        self.pre_enqueue = pre_enqueue
         # scheduler_queue_incoming_pods_total: every move into a queue, by its cause.
         self.metrics = metrics
         # Backoff and flush per schedulerName, from each profile; others use ``settings``.
@@ -121,17 +132,14 @@ class SchedulingQueue:
 
     def rejections(self) -> Counter[tuple[str, str]]:
         """scheduler_unschedulable_pods by (plugin, schedulerName): every waiting pod counts
-        once for each plugin that rejected it in its last attempt, a gated pod for
-        SchedulingGates (Go increments on AddUnschedulableIfNotPresent and PreEnqueue,
-        decrements on Pop and delete)."""
+        once for each plugin that rejected it in its last attempt, a gated pod for the
+        PreEnqueue plugin that holds it (Go increments on AddUnschedulableIfNotPresent and
+        PreEnqueue, decrements on Pop and delete)."""
         out: Counter[tuple[str, str]] = Counter()
         for entry in self.entries.values():
             if entry.where == "in_flight":
                 continue
-            plugins = entry.rejected_by
-            if not plugins and entry.where == "gated" and entry.pod.scheduling_gates:
-                plugins = _GATED
-            for plugin in plugins:
+            for plugin in entry.rejected_by:
                 out[plugin, entry.pod.scheduler_name] += 1
         return out
 
@@ -159,7 +167,27 @@ class SchedulingQueue:
         if where == "unschedulable":
             self._unschedulable[entry.pod.uid] = entry
 
+    def _held(self, entry: QueuedPod, event: str) -> bool:
+        """Run PreEnqueue on a pod about to enter activeQ or backoffQ; one it turns away
+        is gated under the plugin's name instead, and counted as entering the
+        unschedulable pods if it was not gated already (moveToActiveQ)."""
+        plugin = self.pre_enqueue(entry.pod)
+        if plugin is None:
+            if entry.where == "gated":
+                entry.rejected_by = frozenset()  # held back, not rejected by a cycle
+            return False
+        entry.rejected_by = frozenset({plugin})
+        if entry.where != "gated":
+            self._set_where(entry, "gated", event)
+        return True
+
     def _push_active(self, entry: QueuedPod, event: str) -> None:
+        if not self._held(entry, event):
+            self._enter_active(entry, event)
+
+    def _enter_active(self, entry: QueuedPod, event: str) -> None:
+        """Into activeQ, PreEnqueue passed; from backoffQ with no second run, as Go's
+        moveToBackoffQ runs it on the way in."""
         self._set_where(entry, "active", event)
         pod = entry.pod
         heapq.heappush(self._active, (-pod.priority, pod.created, next(self._seq), pod.uid))
@@ -178,18 +206,18 @@ class SchedulingQueue:
         return min(duration, settings.max_backoff)
 
     def _push_backoff(self, entry: QueuedPod, event: str) -> None:
+        if self._held(entry, event):
+            return
         expiry = entry.last_failure + self.backoff_duration(entry.pod, entry.attempts)
         if expiry <= self.clock():
-            self._push_active(entry, event)
+            self._enter_active(entry, event)
             return
         self._set_where(entry, "backoff", event)
         heapq.heappush(self._backoff, (expiry, next(self._seq), entry.pod.uid))
         self._backoff_changed.set()
 
     def _place(self, entry: QueuedPod) -> None:
-        if entry.pod.scheduling_gates:
-            self._set_where(entry, "gated", POD_ADD)
-        elif entry.attempts == 0:
+        if entry.attempts == 0:
             self._push_active(entry, POD_ADD)
         else:
             self._push_backoff(entry, POD_ADD)
@@ -205,16 +233,16 @@ class SchedulingQueue:
         if entry.where == "in_flight":
             entry.pending_update = pod
             return
-        was_gated = entry.where == "gated"
+        ungated = bool(entry.pod.scheduling_gates) and not pod.scheduling_gates
         changed = requirements_changed(entry.pod, pod)
         entry.pod = pod
-        if was_gated and not pod.scheduling_gates:
-            self._push_active(entry, GATES_REMOVED)
+        if entry.where == "gated":
+            # The update may be what the holding plugin waits for (the last gate removed,
+            # a generated claim's name in the status): PreEnqueue runs again, no pop.
+            self._push_active(entry, GATES_REMOVED if ungated else POD_UPDATE)
         elif entry.where == "unschedulable" and changed:
             # An update to the pod itself may make it fit (UpdatePodToleration, ...).
             self._push_backoff(entry, POD_UPDATE)
-        elif not was_gated and pod.scheduling_gates:
-            self._set_where(entry, "gated", POD_UPDATE)
 
     def delete(self, uid: str) -> None:
         """The pod was deleted, bound elsewhere, or no longer asks for this scheduler."""
@@ -267,24 +295,10 @@ class SchedulingQueue:
         entry.error = error
         entry.flushed = False
         entry.last_failure = self.clock()
-        if entry.pod.scheduling_gates:
-            self._set_where(entry, "gated", ATTEMPT_FAILURE)
-        elif error or not rejected_by or self.move_request_cycle >= entry.cycle:
+        if error or not rejected_by or self.move_request_cycle >= entry.cycle:
             self._push_backoff(entry, ATTEMPT_FAILURE)
         else:
             self._set_where(entry, "unschedulable", ATTEMPT_FAILURE)
-
-    def park(self, entry: QueuedPod, plugin: str) -> None:
-        """PreEnqueue ``plugin`` turned the pod away: it waits with the gated pods, this pop
-        not counted as an attempt, until a pod update or ``hint`` lets it try again; it
-        counts in scheduler_unschedulable_pods under ``plugin`` (Go's runPreEnqueuePlugin)."""
-        if self.entries.get(entry.pod.uid) is not entry:
-            return  # deleted while in flight
-        if entry.pending_update is not None:
-            entry.pod, entry.pending_update = entry.pending_update, None
-        entry.attempts -= 1
-        entry.rejected_by = frozenset({plugin})
-        self._set_where(entry, "gated")
 
     def activate(self, uids: Iterable[str]) -> None:
         """Activate: pods waiting in the unschedulable pool or backoffQ go to activeQ now.
@@ -301,16 +315,17 @@ class SchedulingQueue:
         plugin: str,
         event: ClusterEvent,
     ) -> None:
-        """An event that concerns only these pods (a queueing hint): parked ones go to
-        activeQ, those ``plugin`` rejected in a cycle to backoffQ. ``event`` labels the
-        move (plugins' hints through ``Handle.wake``)."""
+        """An event that concerns only these pods (a queueing hint): those ``plugin`` held
+        back at PreEnqueue go to activeQ (PreEnqueue runs again), those it rejected in a
+        cycle to backoffQ. ``event`` labels the move (plugins' hints through
+        ``Handle.wake``)."""
         for uid in uids:
             entry = self.entries.get(uid)
-            if entry is None:
+            if entry is None or plugin not in entry.rejected_by:
                 continue
-            if entry.where == "gated" and not entry.pod.scheduling_gates:
+            if entry.where == "gated":
                 self._push_active(entry, event_label(event))
-            elif entry.where == "unschedulable" and plugin in entry.rejected_by:
+            elif entry.where == "unschedulable":
                 self._push_backoff(entry, event_label(event))
 
     def done(self, uid: str) -> None:
@@ -343,7 +358,7 @@ class SchedulingQueue:
             if expiry > now:
                 return expiry - now
             heapq.heappop(self._backoff)
-            self._push_active(entry, BACKOFF_COMPLETE)
+            self._enter_active(entry, BACKOFF_COMPLETE)
         return None
 
     def flush_unschedulable(self) -> int:

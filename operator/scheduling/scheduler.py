@@ -149,7 +149,7 @@ class PodiumScheduler:
             k.plural: {} for k in (NAMESPACES, PODDISRUPTIONBUDGETS)
         }
         self.pod_groups = PodGroupStore()
-        self.queue = SchedulingQueue(metrics=self.metrics)
+        self.queue = SchedulingQueue(metrics=self.metrics, pre_enqueue=self._pre_enqueue)
         # (plugin, profile) pairs scheduler_unschedulable_pods was last set for.
         self._rejected_seen: set[tuple[str, str]] = set()
         for profile in self.profiles.values():
@@ -301,6 +301,24 @@ class PodiumScheduler:
         for profile in self.profiles.values():
             run_hints(profile, self.handle, kind, key, done)
 
+    def _pre_enqueue(self, pod: PodInfo) -> str | None:
+        """The queue's PreEnqueue: the pod's profile's plugins (RunPreEnqueuePlugins); the
+        one that holds the pod back, logged, or None. A pod no profile serves goes in,
+        for its cycle to say so."""
+        profile = self.profiles.get(pod.scheduler_name)
+        waiting = None if profile is None else run_pre_enqueue(profile, self.handle, pod)
+        if waiting is None:
+            return None
+        plugin, reason = waiting
+        log.debug(
+            "pre_enqueue_waiting",
+            pod=pod.name,
+            namespace=pod.namespace,
+            plugin=plugin,
+            reason=reason,
+        )
+        return plugin
+
     def _group_size(self, key: str) -> int:
         """The group's pods in the queue, assumed or bound: what PreEnqueue counts."""
         queued, scheduled = group_members(self, key)
@@ -372,8 +390,17 @@ class PodiumScheduler:
         pod = parse_pod(body)
         if not pod.uid:
             return ""
-        if pod.pod_group and self.pod_groups.join(pod):  # it may complete its gang's minCount
+        joined = bool(pod.pod_group) and self.pod_groups.join(pod)
+        label = self._apply_pod(event_type, pod)
+        if joined:
+            # It may complete its gang's minCount: the group's hint runs once the pod is
+            # queued (or cached), so PreEnqueue counts it (Go: AddPodGroupMember and
+            # Add, then MoveAllToActiveOrBackoffQueue).
             self._hint(POD_GROUPS, pod.group_key)
+        return label
+
+    def _apply_pod(self, event_type: str | None, pod: PodInfo) -> str:
+        """The pod event's effect on the cache, the queue and the nominations; its label."""
         # Pending pods indexed by the DRA objects they name (a no-op for the others).
         self.dra.track(pod, not pod.bound and event_type != "DELETED" and not pod.terminal)
         if pod.bound or event_type == "DELETED" or pod.deleting or pod.terminal:
@@ -678,18 +705,6 @@ class PodiumScheduler:
                 entry, "SchedulerError", f"invalid pod: {pod.problem}", error=True, profile=profile
             )
             return
-        waiting = run_pre_enqueue(profile, self.handle, pod)
-        if waiting is not None:  # PreEnqueue: no cycle, no Event, no condition
-            plugin, reason = waiting
-            log.debug(
-                "pre_enqueue_waiting",
-                pod=pod.name,
-                namespace=pod.namespace,
-                plugin=plugin,
-                reason=reason,
-            )
-            self.queue.park(entry, plugin)
-            return
         if pod.pod_group and profile.gang_scheduling and self.pod_groups.served:
             schedule_group(self, entry, profile)
             return
@@ -734,7 +749,7 @@ class PodiumScheduler:
         if not placement.node:
             diagnosis = placement.diagnosis
             assert diagnosis is not None
-            # The profile's PostFilter plugins (DefaultPreemption's evictions among them);
+            # The profile's PostFilter plugins (preemption's evictions among them);
             # a dry-run profile's answer with no write.
             failed = FailedCycle(profile, diagnosis, nominated_node)
             answer = run_post_filter(profile, self.handle, pod, failed)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import itertools
-from typing import Any
+from typing import Any, cast
+
+from podium.algorithms.scheduling_gates import SchedulingGates
+from podium.kube.objects import PodInfo
 
 _uids = itertools.count()
 
@@ -74,3 +77,9 @@ def pod(
     if priority is not None:
         body["spec"]["priority"] = priority
     return body
+
+
+def gates(pod: PodInfo) -> str | None:
+    """A queue's PreEnqueue with SchedulingGates alone (the plugin needs no handle)."""
+    status = SchedulingGates().pre_enqueue(cast(Any, None), pod)
+    return None if status.ok else SchedulingGates.name

@@ -529,18 +529,24 @@ def test_pending_pods_are_indexed_by_the_claims_they_name() -> None:
 # -- the queue's PreEnqueue wait -----------------------------------------------------------
 
 
-def test_a_parked_pod_waits_uncounted_until_woken() -> None:
-    queue = SchedulingQueue(clock=lambda: 100.0)
-    waiting = pod({"gpu": None})
-    queue.add(waiting)
+def test_a_held_pod_waits_uncounted_until_woken() -> None:
+    """PreEnqueue holds the pod as it is added: no attempt; the plugin's hint runs
+    PreEnqueue again, and the pod goes in once it passes."""
+    missing = {"ns/named"}
+    queue = SchedulingQueue(
+        clock=lambda: 100.0,
+        pre_enqueue=lambda p: "DynamicResources" if missing else None,
+    )
+    queue.add(pod({"gpu": None}))
     entry = queue.entries[POD_UID]
-    popped = asyncio.run(queue.pop())
-    assert popped is entry and entry.attempts == 1
-    queue.park(entry, "DynamicResources")
     assert (entry.where, entry.attempts) == ("gated", 0)
     assert queue.rejections() == {("DynamicResources", "podium"): 1}
     queue.hint(["unknown", POD_UID], "DynamicResources", ClusterEvent.RESOURCE_CLAIM)
-    assert entry.where == "active"
+    assert entry.where == "gated"  # still held
+    missing.clear()
+    queue.hint(["unknown", POD_UID], "DynamicResources", ClusterEvent.RESOURCE_CLAIM)
+    assert (entry.where, entry.rejected_by) == ("active", frozenset())
+    assert queue.rejections() == {}
 
 
 def test_hint_moves_only_pods_the_plugin_rejected() -> None:

@@ -5,7 +5,7 @@ import pytest
 from podium.framework.plugin import ClusterEvent
 from podium.kube.objects import parse_pod
 from podium.scheduling.queue import QueueSettings, SchedulingQueue
-from tests.unit.builders import pod
+from tests.unit.builders import gates, pod
 
 
 class Clock:
@@ -97,13 +97,18 @@ async def test_errors_always_back_off_and_flush_rescues_unschedulable() -> None:
 
 
 async def test_gated_pods_wait_until_last_gate_removed() -> None:
-    queue = SchedulingQueue()
-    gated = pod("g", schedulingGates=[{"name": "a"}])
+    queue = SchedulingQueue(pre_enqueue=gates)
+    gated = pod("g", schedulingGates=[{"name": "a"}, {"name": "b"}])
     queue.add(parse_pod(gated))
+    assert queue.counts()["gated"] == 1
+    assert queue.rejections() == {("SchedulingGates", "podium"): 1}
+    one = {**gated, "spec": {**gated["spec"], "schedulingGates": [{"name": "b"}]}}
+    queue.add(parse_pod(one))
     assert queue.counts()["gated"] == 1
     ungated = {**gated, "spec": {**gated["spec"], "schedulingGates": []}}
     queue.add(parse_pod(ungated))
-    assert (await queue.pop()).pod.name == "g"
+    entry = await queue.pop()
+    assert (entry.pod.name, entry.attempts, queue.rejections()) == ("g", 1, {})
 
 
 async def test_deleted_pod_is_never_popped() -> None:
@@ -127,9 +132,10 @@ async def test_deleted_pod_is_never_popped() -> None:
 )
 async def test_activate_moves_waiting_pods_to_active_now(where: str, expected: str) -> None:
     clock = Clock()
-    queue = SchedulingQueue(QueueSettings(initial_backoff=5, max_backoff=10), clock=clock)
-    gates = [{"name": "wait"}] if where == "gated" else []
-    queue.add(parse_pod(pod("p", schedulingGates=gates)))
+    settings = QueueSettings(initial_backoff=5, max_backoff=10)
+    queue = SchedulingQueue(settings, clock=clock, pre_enqueue=gates)
+    names = [{"name": "wait"}] if where == "gated" else []
+    queue.add(parse_pod(pod("p", schedulingGates=names)))
     entry = queue.entries[next(iter(queue.entries))]
     if where != "gated":
         entry = await queue.pop()

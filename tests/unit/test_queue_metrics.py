@@ -9,7 +9,7 @@ from podium.framework.plugin import ClusterEvent
 from podium.kube.objects import parse_pod
 from podium.metrics import Metrics
 from podium.scheduling.queue import QueueSettings, SchedulingQueue, event_label
-from tests.unit.builders import pod
+from tests.unit.builders import gates, pod
 
 
 class Clock:
@@ -49,7 +49,7 @@ async def test_every_move_counts_once_under_its_cause() -> None:
     """Add, fail, an event, backoff's end, the flush: Go's labels for the same path."""
     clock, metrics = Clock(), Metrics()
     settings = QueueSettings(initial_backoff=1, max_backoff=10, unschedulable_flush=60)
-    queue = SchedulingQueue(settings, clock=clock, metrics=metrics)
+    queue = SchedulingQueue(settings, clock=clock, metrics=metrics, pre_enqueue=gates)
     queue.interest = {"NodeResourcesFit": ClusterEvent.NODE_ALLOCATABLE}
     queue.add(parse_pod(pod("p")))
     queue.add(parse_pod(pod("gated", schedulingGates=[{"name": "wait"}])))
@@ -73,7 +73,7 @@ async def test_every_move_counts_once_under_its_cause() -> None:
 
 
 async def test_rejections_count_waiting_pods_per_plugin() -> None:
-    queue = SchedulingQueue()
+    queue = SchedulingQueue(pre_enqueue=gates)
     for name in ("a", "b", "c"):
         queue.add(parse_pod(pod(name)))
     queue.add(parse_pod(pod("gated", schedulingGates=[{"name": "wait"}])))
