@@ -820,16 +820,46 @@ Observe = Callable[[str], Awaitable[dict[str, Any]]]  # side prefix -> what must
 Adjust = Callable[[dict[str, Any], dict[str, Any], dict[str, Any]], None]
 
 
-async def _quiet(kube: KubeScheduler, podium: PodiumProcess) -> bool:
-    """Neither scheduler tries a pod again before a cluster event moves it: none is active
-    or backing off, kube-scheduler runs no binding goroutine (runBindingCycle), and Podium
-    holds no assumed pod (its bindings in flight)."""
+@dataclass(frozen=True)
+class Busy:
+    """One scheduler's work as its /metrics shows it: whether a pod waits to be tried
+    (active or backing off), whether a binding is in flight, and its finished attempts."""
+
+    waiting: bool
+    binding: bool
+    attempts: float
+
+    def settled(self, later: Busy, agreed_at: Busy) -> bool:
+        """Nothing in flight at either reading, and nothing left to try, or, where the
+        scheduler keeps retrying (kube-scheduler backs a failed pod group off and tries it
+        again), an attempt finished since the agreement and none between the readings."""
+        if self.binding or later.binding:
+            return False
+        if not self.waiting and not later.waiting:
+            return True
+        return self.attempts > agreed_at.attempts and later.attempts == self.attempts
+
+
+def _busy(text: str, binding: tuple[str, str]) -> Busy:
+    name, labels = binding
+    return Busy(
+        not idle(pending_pods(text)),
+        metric(text, name, labels) > 0,
+        sum(
+            float(line.rsplit(" ", 1)[1])
+            for line in text.splitlines()
+            if line.startswith("scheduler_schedule_attempts_total{")
+        ),
+    )
+
+
+async def _probe(kube: KubeScheduler, podium: PodiumProcess) -> tuple[Busy, Busy]:
+    """Both schedulers' Busy: kube-scheduler's binding goroutines (runBindingCycle),
+    Podium's assumed pods (its bindings in flight)."""
     theirs, mine = await scrape_kube(kube), await podium.metrics()
     return (
-        idle(pending_pods(theirs))
-        and metric(theirs, "scheduler_goroutines", 'operation="binding"') == 0
-        and idle(pending_pods(mine))
-        and metric(mine, "podium_cache_pods", 'state="assumed"') == 0
+        _busy(theirs, ("scheduler_goroutines", 'operation="binding"')),
+        _busy(mine, ("podium_cache_pods", 'state="assumed"')),
     )
 
 
@@ -842,12 +872,12 @@ async def _agreement(
     create: Create,
     observe: Observe,
     kube_log: KubeLog,
-    quiet: Callable[[], Awaitable[bool]],
+    probe: Callable[[], Awaitable[tuple[Busy, Busy]]],
     adjust: Adjust | None = None,
 ) -> dict[str, Any]:
     """Create both sides, then wait until both settle on the same state (``observe``'s,
-    with ``decided`` True) and ``quiet`` shows that neither will try a member again; the
-    nodes and pods go afterwards."""
+    with ``decided`` True) and ``probe`` shows each scheduler settled (``Busy.settled``);
+    the nodes and pods go afterwards."""
     result: dict[str, Any] = {}
     mark = kube_log.mark()
 
@@ -871,11 +901,16 @@ async def _agreement(
             await create(prefix, scheduler)
         try:
             await wait_for(agreed, timeout=AGREE, interval=0.5, message="agreement")
+            agreed_at = await probe()
 
             async def settled() -> bool:
-                # Quiet on both sides of the observation: a retry popped before it would
-                # still be binding after it, or its outcome is in the observation.
-                return await quiet() and await agreed() and await quiet()
+                # Read on both sides of the observation: a retry popped before it is still
+                # binding after it, or its outcome is in the observation.
+                before = await probe()
+                if not await agreed():
+                    return False
+                after = await probe()
+                return all(map(Busy.settled, before, after, agreed_at))
 
             # Settled, not just equal in passing: kube-scheduler retries a member whose
             # PreBind lost a race, so an agreement reached before that retry can change.
@@ -921,7 +956,7 @@ async def _claims_scenario(
     scenario: SharedClaimScenario,
     klass: str,
     kube_log: KubeLog,
-    quiet: Callable[[], Awaitable[bool]],
+    probe: Callable[[], Awaitable[tuple[Busy, Busy]]],
 ) -> dict[str, Any]:
     seed = scenario.seed
     sides = {
@@ -997,7 +1032,7 @@ async def _claims_scenario(
 
     nodes = len(scenario.node_cpus)
     result = await _agreement(
-        api, namespace, sides, CLAIM_KUBE, nodes, create, observe, kube_log, quiet, adjust
+        api, namespace, sides, CLAIM_KUBE, nodes, create, observe, kube_log, probe, adjust
     )
     return {"seed": seed, "scenario": vars(scenario), **result}
 
@@ -1030,7 +1065,7 @@ async def test_gangs_sharing_a_claim_agree_with_kube_scheduler(
             generate_shared_claims(seed),
             klass,
             kube_log,
-            functools.partial(_quiet, kube, proc),
+            functools.partial(_probe, kube, proc),
         )
         for seed in range(count)
     ]
@@ -1318,7 +1353,7 @@ async def test_gangs_with_wait_for_first_consumer_claims_agree_with_kube_schedul
                 create,
                 observe,
                 kube_log,
-                functools.partial(_quiet, kube, proc),
+                functools.partial(_probe, kube, proc),
                 adjust,
             )
             results.append({"seed": seed, "scenario": vars(scenario), **result})
