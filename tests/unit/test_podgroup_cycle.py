@@ -627,3 +627,23 @@ async def test_an_unschedulable_group_preempts_and_waits() -> None:
         "scheduler_workload_preemption_attempts_total", {"result": "Success"}
     )
     assert attempts == 1.0
+
+
+async def test_a_member_whose_group_went_after_pre_enqueue_is_held_again() -> None:
+    """PreEnqueue let the members in; the PodGroup is deleted before the pop: the popped
+    member goes back through the queue, whose PreEnqueue now holds it, with no bind and
+    no status written."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for i in range(2):
+        sched.on_pod("ADDED", _member(f"m{i}", "1"))
+    assert sched.queue.counts()["active"] == 2
+    sched.on_pod_group("podgroups", "DELETED", _group("g", 2))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await sched.settle()
+    held = [e for e in sched.queue.entries.values() if e.where == "gated"]
+    assert [e.rejected_by for e in held] == [frozenset({GANG})]
+    assert not binder.bound and not binder.messages and not binder.client.patches
