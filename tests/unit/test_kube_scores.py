@@ -162,3 +162,25 @@ def test_a_failed_attempts_error_is_read_per_pod(tmp_path: Path) -> None:
         'running PreBind plugin \\"DRA\\": claim ns/c got allocated elsewhere'
     ]
     assert log.errors("ns", "m1", 0) == []
+
+
+def test_members_left_out_of_a_popped_group_are_found(tmp_path: Path) -> None:
+    """AddPodGroup moved m2 and m0 in, the loop popped the group, then m1 was set aside
+    (seed 9 of [gang-topology]); lines before the mark do not count."""
+    path = tmp_path / "kube-scheduler.log"
+    path.touch()
+    log = KubeLog(path)
+    pending = (
+        '"Pod added to pending pod group pods, waiting for its root group to be requeued" '
+        'rootType="podgroup" root="ns/g" pod="ns/{}"'
+    )
+    _write(path, pending.format("m2"))
+    mark = log.mark()
+    _write(
+        path,
+        '"Pod was added to root group as the first member pod" root="ns/g" pod="ns/m2"',
+        '"Pod added to existing root group info" root="ns/g" pod="ns/m0" queue="Active"',
+        pending.format("m1"),
+    )
+    assert log.left_out("ns", ["m0", "m1", "m2"], mark) == ["m1"]
+    assert log.left_out("ns", ["m0", "m1", "m2"], 0) == ["m1", "m2"]

@@ -45,11 +45,13 @@ MEMBER_INCOMPLETE = (
 )
 # -v=5: the queue took a pod of a pod group in, after its PreEnqueue ran where the group is
 # known (addPodGroupMember, addToPodGroupIfExists): one of these per member.
+# -v=5, addPodGroupMember: the pod's group was popped (a group cycle is running without it).
+MEMBER_PENDING = "Pod added to pending pod group pods, waiting for its root group to be requeued"
 MEMBER_QUEUED = (
     MEMBER_INCOMPLETE,
     "Pod was added to root group as the first member pod",
     "Pod added to existing root group info",
-    "Pod added to pending pod group pods, waiting for its root group to be requeued",
+    MEMBER_PENDING,
 )
 _EVENTS = (
     NODE_ADDED,
@@ -214,6 +216,11 @@ class KubeLog:
         member cycles included (podGroupPodSchedulingAlgorithm logs its own start)."""
         self._read()
         return [c for c in self._cycles.get(f"{namespace}/{name}", []) if c.start >= after]
+
+    def left_out(self, namespace: str, names: Iterable[str], after: int) -> list[str]:
+        """The pods, of ``names``, that kube-scheduler's queue set aside since ``after``
+        because their group was popped without them (MEMBER_PENDING)."""
+        return [n for n in names if self.logged(MEMBER_PENDING, f"{namespace}/{n}", after)]
 
     def errors(self, namespace: str, name: str, after: int) -> list[str]:
         """The errors kube-scheduler logged for the pod's failed attempts since ``after``."""

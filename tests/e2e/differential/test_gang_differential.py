@@ -253,6 +253,22 @@ async def _add_members(
         await core.create_namespaced_pod(namespace, cast(Any, body))
 
 
+def _split(
+    kube_log: KubeLog,
+    namespace: str,
+    prefix: str,
+    scenario: GangScenario,
+    created: dict[int, int],
+) -> set[int]:
+    """The phases whose PodGroup kube-scheduler's loop popped before every waiting member
+    was in it. Its AddPodGroup moves the members out of incompletePodGroupPods one by one
+    (addPodGroupMember); the first puts the group in activeQ, whose Pop does not wait for
+    the queue's lock, and a member moved after the pop is logged as pending for the
+    group's requeue: the first cycle ran without it."""
+    names = [f"{prefix}-m{i}" for i in range(scenario.members + scenario.late)]
+    return {phase for phase, after in created.items() if kube_log.left_out(namespace, names, after)}
+
+
 def _racks(scenario: GangScenario, nodes: list[str]) -> int:
     """In how many racks the bound members are."""
     return len(
@@ -328,6 +344,8 @@ async def _run(
     for pod in load:
         await core.create_namespaced_pod(namespace, cast(Any, pod))
     phases: list[dict[str, Any]] = []
+    # Where kube-scheduler's group was created after its members: phase -> log mark.
+    created: dict[int, int] = {}
     try:
         await kube_log.wait_events(
             [(kube_scores.NODE_ADDED, n["metadata"]["name"]) for n in nodes]
@@ -353,6 +371,8 @@ async def _run(
                     range(scenario.members),
                     mark,
                 )
+                if scheduler == kube_name:
+                    created[0] = kube_log.mark()
                 await create_group(api, namespace, group)
         members = range(scenario.members)
         waiting = _waiting(
@@ -384,6 +404,8 @@ async def _run(
                         mark,
                     )
                 if scenario.group_missing:
+                    if scheduler == kube_name:
+                        created[1] = kube_log.mark()
                     await create_group(
                         api, namespace, pod_group(f"{prefix}-g", scenario.min_count, key)
                     )
@@ -397,6 +419,7 @@ async def _run(
         await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
         await delete_nodes(api, [n["metadata"]["name"] for n in nodes])
     result: dict[str, Any] = {"seed": scenario.seed, "scenario": vars(scenario), "phases": []}
+    split = _split(kube_log, namespace, sides[kube_name], scenario, created)
     for index, phase in enumerate(phases):
         if index and scenario.topology and _other_racks(scenario, phases[0], sides):
             # PodGroupPodsCount broke a tie between racks at random (Go's Randomizer), and
@@ -404,6 +427,15 @@ async def _run(
             result["tie"] = True
             break
         kube, mine = phase[sides[kube_name]], phase[sides[podium_name]]
+        if index in split and scenario.topology:
+            # kube-scheduler's first cycle placed only the members moved in before its pop,
+            # and chose the rack for those: Podium's cycle had all of them. Podium is
+            # checked for soundness: one rack, and all or nothing against minCount.
+            result["kube_split"] = index + 1
+            bound, needed = mine["bound"], scenario.min_count or 1
+            if _racks(scenario, mine["nodes"]) > 1 or 0 < bound < needed:
+                result["disagree"] = f"unsound (phase {index + 1})"
+            break
         result["phases"].append({"kube": kube, "podium": mine})
         if (
             scenario.topology
@@ -468,6 +500,8 @@ def _check(results: list[dict[str, Any]], label: str, report: Path) -> None:
         f"{bound} phases with members bound, {failed} with the group unschedulable, "
         f"{sum(1 for r in results if r.get('tie'))} with later phases not compared after "
         "racks tied, "
+        f"{sum(1 for r in results if r.get('kube_split'))} where kube-scheduler's first "
+        "group cycle began before all members were in (Podium checked for soundness), "
         f"{sum(1 for r in results if r.get('kube_regressed'))} where kube-scheduler overwrote "
         "its logged success; "
         f"disagreements by kind: {dict(sorted(kinds.items()))} (report: {report})"
