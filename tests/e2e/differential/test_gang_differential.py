@@ -427,15 +427,7 @@ async def _run(
             result["tie"] = True
             break
         kube, mine = phase[sides[kube_name]], phase[sides[podium_name]]
-        if index in split and scenario.topology:
-            # kube-scheduler's first cycle placed only the members moved in before its pop,
-            # and chose the rack for those: Podium's cycle had all of them. Podium is
-            # checked for soundness: one rack, and all or nothing against minCount.
-            result["kube_split"] = index + 1
-            bound, needed = mine["bound"], scenario.min_count or 1
-            if _racks(scenario, mine["nodes"]) > 1 or 0 < bound < needed:
-                result["disagree"] = f"unsound (phase {index + 1})"
-            break
+        agreed_so_far = "disagree" not in result
         result["phases"].append({"kube": kube, "podium": mine})
         if (
             scenario.topology
@@ -459,6 +451,15 @@ async def _run(
         for field in ("bound", "condition", "messages"):
             if kube[field] != mine[field] and "disagree" not in result:
                 result["disagree"] = f"{field} (phase {index + 1})"
+        if agreed_so_far and "disagree" in result and index in split and scenario.topology:
+            # kube-scheduler's first cycle placed only the members moved in before its pop,
+            # and chose the rack for those; Podium's cycle had all of them. Podium is
+            # checked for soundness instead: one rack, all or nothing against minCount.
+            result["kube_split"] = {"phase": index + 1, "was": result.pop("disagree")}
+            bound, needed = phase[sides[podium_name]]["bound"], scenario.min_count or 1
+            if _racks(scenario, phase[sides[podium_name]]["nodes"]) > 1 or 0 < bound < needed:
+                result["disagree"] = f"unsound (phase {index + 1})"
+            break
     return result
 
 
@@ -500,8 +501,9 @@ def _check(results: list[dict[str, Any]], label: str, report: Path) -> None:
         f"{bound} phases with members bound, {failed} with the group unschedulable, "
         f"{sum(1 for r in results if r.get('tie'))} with later phases not compared after "
         "racks tied, "
-        f"{sum(1 for r in results if r.get('kube_split'))} where kube-scheduler's first "
-        "group cycle began before all members were in (Podium checked for soundness), "
+        f"{sum(1 for r in results if r.get('kube_split'))} where they differed after "
+        "kube-scheduler's first group cycle began before all its members were in (Podium "
+        "checked for soundness), "
         f"{sum(1 for r in results if r.get('kube_regressed'))} where kube-scheduler overwrote "
         "its logged success; "
         f"disagreements by kind: {dict(sorted(kinds.items()))} (report: {report})"
