@@ -75,6 +75,8 @@ __all__ = ["PodiumScheduler", "node_change"]
 log = structlog.get_logger("podium.scheduling.scheduler")
 
 NO_POLICY = "SchedulerPolicy"
+# Bindings a pod-group member is given, in place, before its room is given up.
+GROUP_BIND_TRIES = 5
 
 
 def node_change(old: NodeInfo | None, new: NodeInfo) -> ClusterEvent:
@@ -842,6 +844,13 @@ class PodiumScheduler:
         if undo is not None:
             await undo
         self._report_abandoned(entry, profile, started, record, failure)
+        self._room_released()
+
+    def _room_released(self) -> None:
+        """handleBindingCycleError: the forgotten assumption is an AssignedPodDelete for
+        the pods its room may now fit. Played after the failure is reported, so the pod
+        itself, reported without rejecting plugins, is not among them."""
+        self.queue.on_event(ClusterEvent.ASSIGNED_POD_DELETE)
 
     def _report_abandoned(
         self,
@@ -901,11 +910,7 @@ class PodiumScheduler:
             await self._abandon_binding(entry, node, profile, started, record, failure)
             return
         traces.point(entry, "PreBind")
-        try:
-            outcome, why = await self.binder.bind(pod, node)
-        except Exception as exc:  # the reservation must be resolved whatever happens
-            log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
-            outcome, why = BindOutcome.RETRY, str(exc)
+        outcome, why = await self._post_binding(pod, node)
         self.binds_in_flight -= 1
         traces.point(entry, "Bind")
         self.metrics.bind_results.labels(outcome.value).inc()
@@ -969,6 +974,46 @@ class PodiumScheduler:
                 record=record,
                 nominating="",
             )
+        self._room_released()
+
+    async def _post_binding(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
+        """The Binding, and for a pod-group member one retried in place.
+
+        Go gives a failed member's room up (handleBindingCycleError) while its siblings
+        may be bound already, and a pod waiting for room can then take it: the group
+        stays below minCount for good. A member's Binding that certainly did not apply
+        is posted again instead, its reservation standing, while its node is cached,
+        up to ``GROUP_BIND_TRIES`` times with the binder's backoff.
+        """
+        tries = 0
+        while True:
+            tries += 1
+            try:
+                outcome, why = await self.binder.bind(pod, node)
+            except Exception as exc:  # the reservation must be resolved whatever happens
+                log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
+                return BindOutcome.RETRY, str(exc)
+            if (
+                outcome is not BindOutcome.RETRY
+                or not pod.pod_group
+                or tries >= GROUP_BIND_TRIES
+                or self._node_gone(node)
+            ):
+                return outcome, why
+            log.warning(
+                "bind_retried_in_place",
+                pod=pod.name,
+                namespace=pod.namespace,
+                node=node,
+                attempt=tries,
+                error=why,
+            )
+            delay = self.binder.resolve_backoff * 2 ** (tries - 1)
+            await asyncio.sleep(min(delay, self.binder.resolve_max_backoff))
+
+    def _node_gone(self, node: str) -> bool:
+        state = self.cache.nodes.get(node)
+        return state is None or state.node is None
 
     async def _note(self, pod: PodInfo, reason: str, note: str) -> None:
         """A Normal Event from a plugin, in the name of the pod's scheduler."""

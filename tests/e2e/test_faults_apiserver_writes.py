@@ -239,4 +239,5 @@ async def test_apiserver_killed_mid_gang_binds_every_gang_whole_or_not_at_all(
         result,
         bound_at_kill=at_kill,
         recover_s=round(recovered, 1),
+        binds_retried=sum('"bind_retried_in_place"' in line for line in proc.log_lines()),
     )

@@ -43,8 +43,21 @@ class _Binder:
     instance: str = "test"
     bound: dict[str, str] = field(default_factory=dict)
     messages: dict[str, str] = field(default_factory=dict)
+    resolve_backoff: float = 0.2
+    resolve_max_backoff: float = 0.5
+    # Bindings of these pods answer RETRY this many times before they apply.
+    refusals: dict[str, int] = field(default_factory=dict)
+    posts: list[str] = field(default_factory=list)
+    # Bindings wait for it when set: the test runs other cycles meanwhile.
+    gate: asyncio.Event | None = None
 
     async def bind(self, p: PodInfo, n: str) -> tuple[BindOutcome, str]:
+        if self.gate is not None:
+            await self.gate.wait()
+        self.posts.append(p.name)
+        if self.refusals.get(p.name, 0) > 0:
+            self.refusals[p.name] -= 1
+            return BindOutcome.RETRY, "connection reset"
         self.bound[p.name] = n
         return BindOutcome.BOUND, ""
 
@@ -647,3 +660,59 @@ async def test_a_member_whose_group_went_after_pre_enqueue_is_held_again() -> No
     held = [e for e in sched.queue.entries.values() if e.where == "gated"]
     assert [e.rejected_by for e in held] == [frozenset({GANG})]
     assert not binder.bound and not binder.messages and not binder.client.patches
+
+
+@dataclass(frozen=True)
+class RetryCase:
+    id: str
+    group: str  # "" for a plain pod
+    refusals: int
+    bound: bool
+    posts: int
+    slept: list[float]
+
+
+RETRY_CASES = [
+    RetryCase("member-bound-on-its-third-post", "g", 2, True, 3, [0.2, 0.4]),
+    RetryCase("member-given-up-after-five", "g", 9, False, 5, [0.2, 0.4, 0.5, 0.5]),
+    RetryCase("plain-pod-requeued-at-once", "", 1, False, 1, []),
+]
+
+
+@pytest.mark.parametrize("case", RETRY_CASES, ids=[c.id for c in RETRY_CASES])
+async def test_a_members_binding_is_retried_in_place(
+    case: RetryCase, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Binding that certainly did not apply: a pod-group member keeps its room and posts
+    again (its siblings may be bound already); a plain pod, and a member given up, have
+    their room released, which wakes a pod that waited for it (AssignedPodDelete)."""
+    slept: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    monkeypatch.setattr("podium.scheduling.scheduler.asyncio.sleep", sleep)
+    binder = _Binder(refusals={"m1": case.refusals}, gate=asyncio.Event())
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    if case.group:
+        sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+        for i in range(2):
+            sched.on_pod("ADDED", _member(f"m{i}", "2"))
+    else:
+        sched.on_pod("ADDED", pod("m1", cpu="2"))
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    sched.on_pod("ADDED", pod("late", cpu="3"))  # fits only once m1's room is released
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    late = next(e for e in sched.queue.entries.values() if e.pod.name == "late")
+    assert late.where == "unschedulable"
+    binder.gate.set()
+    await sched.settle()
+
+    assert binder.posts.count("m1") == case.posts
+    assert ("m1" in binder.bound) is case.bound
+    assert slept == case.slept
+    assert late.where == ("unschedulable" if case.bound else "backoff")
+    m1 = next(s for s in sched.cache.pods.values() if s.pod.name == "m1") if case.bound else None
+    assert m1 is None or m1.node == "n0"
