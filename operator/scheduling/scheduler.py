@@ -910,7 +910,8 @@ class PodiumScheduler:
             await self._abandon_binding(entry, node, profile, started, record, failure)
             return
         traces.point(entry, "PreBind")
-        outcome, why = await self._post_binding(pod, node)
+        grouped = bool(pod.pod_group) and profile.gang_scheduling and self.pod_groups.served
+        outcome, why = await self._post_binding(pod, node, grouped)
         self.binds_in_flight -= 1
         traces.point(entry, "Bind")
         self.metrics.bind_results.labels(outcome.value).inc()
@@ -976,14 +977,18 @@ class PodiumScheduler:
             )
         self._room_released()
 
-    async def _post_binding(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
-        """The Binding, and for a pod-group member one retried in place.
+    async def _post_binding(
+        self, pod: PodInfo, node: str, grouped: bool
+    ) -> tuple[BindOutcome, str]:
+        """The Binding, and for a member a pod-group cycle placed (``grouped``) one
+        retried in place.
 
         Go gives a failed member's room up (handleBindingCycleError) while its siblings
         may be bound already, and a pod waiting for room can then take it: the group
         stays below minCount for good. A member's Binding that certainly did not apply
-        is posted again instead, its reservation standing, while its node is cached,
-        up to ``GROUP_BIND_TRIES`` times with the binder's backoff.
+        is posted again instead, with the binder's backoff, while the cache still holds
+        it assumed on that node (a node deleted, or the pod, drops the assumption):
+        ``GROUP_BIND_TRIES`` Bindings in all.
         """
         tries = 0
         while True:
@@ -993,27 +998,24 @@ class PodiumScheduler:
             except Exception as exc:  # the reservation must be resolved whatever happens
                 log.exception("bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
                 return BindOutcome.RETRY, str(exc)
-            if (
-                outcome is not BindOutcome.RETRY
-                or not pod.pod_group
-                or tries >= GROUP_BIND_TRIES
-                or self._node_gone(node)
-            ):
+            if outcome is not BindOutcome.RETRY or not grouped or tries >= GROUP_BIND_TRIES:
+                return outcome, why
+            delay = self.binder.resolve_backoff * 2 ** (tries - 1)
+            await asyncio.sleep(min(delay, self.binder.resolve_max_backoff))
+            if not self._still_assumed(pod, node):
                 return outcome, why
             log.warning(
                 "bind_retried_in_place",
                 pod=pod.name,
                 namespace=pod.namespace,
                 node=node,
-                attempt=tries,
+                attempt=tries + 1,
                 error=why,
             )
-            delay = self.binder.resolve_backoff * 2 ** (tries - 1)
-            await asyncio.sleep(min(delay, self.binder.resolve_max_backoff))
 
-    def _node_gone(self, node: str) -> bool:
-        state = self.cache.nodes.get(node)
-        return state is None or state.node is None
+    def _still_assumed(self, pod: PodInfo, node: str) -> bool:
+        state = self.cache.pods.get(pod.uid)
+        return state is not None and state.assumed and state.node == node
 
     async def _note(self, pod: PodInfo, reason: str, note: str) -> None:
         """A Normal Event from a plugin, in the name of the pod's scheduler."""
