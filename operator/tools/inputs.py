@@ -39,6 +39,8 @@ class ClusterObjects:
     selectors: list[dict[str, Any]] = field(default_factory=list)
     # PodGroups (scheduling.k8s.io/v1beta1), for gang scheduling.
     pod_groups: list[dict[str, Any]] = field(default_factory=list)
+    # PodDisruptionBudgets, which preemption respects where it can.
+    pdbs: list[dict[str, Any]] = field(default_factory=list)
 
 
 _LIST_KINDS = {
@@ -46,6 +48,7 @@ _LIST_KINDS = {
     "PodList": "Pod",
     "SchedulerPolicyList": "SchedulerPolicy",
     "PodGroupList": "PodGroup",
+    "PodDisruptionBudgetList": "PodDisruptionBudget",
     **{f"{kind}List": kind for kind in OBJECT_KINDS},
     **{f"{kind}List": kind for kind in SELECTOR_KINDS},
     **{f"{kind}List": kind for kind in DRA_KINDS},
@@ -97,7 +100,8 @@ def read_documents(path: str) -> list[dict[str, Any]]:
 
 
 def load_objects(paths: Iterable[str]) -> ClusterObjects:
-    """Nodes, pods, policies, storage and selector objects from files; other kinds are ignored."""
+    """Nodes, pods, policies, storage, selector, PodGroup and PodDisruptionBudget objects
+    from files; other kinds are ignored."""
     out = ClusterObjects()
     for path in paths:
         for doc in read_documents(path):
@@ -114,6 +118,8 @@ def load_objects(paths: Iterable[str]) -> ClusterObjects:
                 out.selectors.append(doc)
             elif kind == "PodGroup":
                 out.pod_groups.append(doc)
+            elif kind == "PodDisruptionBudget":
+                out.pdbs.append(doc)
     return out
 
 

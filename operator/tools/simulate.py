@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from podium.kube.objects import NodeInfo, PodInfo, parse_node, parse_pod
+from podium.kube.pdb import parse_pdb
 from podium.tools.generate import generate_cluster
 from podium.tools.inputs import ClusterObjects, InputError, load_objects, load_policy
 from podium.tools.report import check_available, write_report
@@ -54,7 +55,7 @@ def format_result(result: SimulationResult, pending: int) -> str:
         f"{pending} pods onto {m['nodes']} nodes in {result.elapsed:.2f}s "
         f"({rate:,.0f} placements/s, {result.passes} pass(es))",
         f"Placed {m['pods_placed']}, unschedulable {m['pods_unschedulable']}, "
-        f"skipped {m['pods_skipped']}.",
+        f"skipped {m['pods_skipped']}, evicted {m['pods_evicted']}.",
         "",
     ]
     if m["gangs"]:
@@ -92,6 +93,15 @@ def format_result(result: SimulationResult, pending: int) -> str:
         lines += table(("POD", "REQUESTS", "WHY"), ((f.pod, f.requests, f.message) for f in shown))
         if len(result.unschedulable) > len(shown):
             lines.append(f"... and {len(result.unschedulable) - len(shown)} more (-o json)")
+    if result.evicted:
+        lines += ["", f"EVICTED BY PREEMPTION ({len(result.evicted)})"]
+        evicted = result.evicted[:PLACEMENT_ROWS]
+        lines += table(
+            ("POD", "NODE", "PRIORITY", "FOR"),
+            ((e.pod, e.node, e.priority, e.preemptor) for e in evicted),
+        )
+        if len(result.evicted) > len(evicted):
+            lines.append(f"... and {len(result.evicted) - len(evicted)} more (-o json)")
     if result.skipped:
         lines += ["", f"SKIPPED ({len(result.skipped)})"]
         lines += table(("POD", "WHY"), result.skipped[:PLACEMENT_ROWS])
@@ -188,6 +198,7 @@ def run_simulate(args: argparse.Namespace) -> int:
                 storage=objects.storage,
                 selectors=objects.selectors,
                 pod_groups=objects.pod_groups,
+                pdbs=[b for b in (parse_pdb(body) for body in objects.pdbs) if b is not None],
             )
             for profile in profiles
         ]

@@ -4,8 +4,9 @@ No API server is involved: pods are placed in queue order (higher priority
 first, then earlier creation) with ``podium.framework.cycle.schedule`` and assumed
 in the Cache, so each pod sees the ones placed before it, exactly as the live
 scheduler's cycles do. Left out, by design: binding latency, watch lag,
-retries after cluster events other than the simulated placements themselves,
-and preemption (no pod is ever evicted).
+retries after cluster events other than the simulated placements themselves.
+A pod or PodGroup that fits nowhere preempts as the profile's DefaultPreemption would,
+its victims evicted at once (``sim_preemption.py``).
 """
 
 from __future__ import annotations
@@ -23,11 +24,13 @@ from podium.algorithms.dynamic_resources.extended import uses_dra
 from podium.algorithms.dynamic_resources.group import GroupClaims
 from podium.algorithms.dynamic_resources.plugin import dynamic_resources, plan_claims
 from podium.algorithms.volume_binding import plan_volumes, volume_binding
-from podium.framework.cycle import Scheduler, schedule
+from podium.framework.cycle import Placement, Scheduler, schedule
+from podium.framework.extension import FailedGroup
 from podium.framework.plugin import PluginError
 from podium.framework.podgroup import (
     GROUP_ERROR,
     Board,
+    GroupOutcome,
     group_unschedulable,
     place_group,
     validate_group,
@@ -36,12 +39,14 @@ from podium.framework.podgroup import (
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
 from podium.kube.objects import NodeInfo, PodInfo, parse_pod
+from podium.kube.pdb import Pdb
 from podium.kube.resources import request_sources
 from podium.state.cache import Cache
 from podium.state.podgroups import PodGroup, parse_pod_group
 from podium.state.snapshot import Snapshot, build_snapshot
 from podium.state.volumes import pod_claims
 from podium.tools.requests_text import describe_requests
+from podium.tools.sim_preemption import Evictions, Nominated, SimEviction
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
 
@@ -95,6 +100,7 @@ class SimulationResult:
     elapsed: float
     passes: int
     gangs: dict[str, GangCount] = field(default_factory=dict)
+    evicted: list[SimEviction] = field(default_factory=list)
 
     def metrics(self) -> dict[str, Any]:
         return cluster_metrics(self)
@@ -142,6 +148,7 @@ def simulate(
     storage: Sequence[Mapping[str, Any]] = (),
     selectors: Sequence[Mapping[str, Any]] = (),
     pod_groups: Sequence[Mapping[str, Any]] = (),
+    pdbs: Sequence[Pdb] = (),
 ) -> SimulationResult:
     """Place ``pending`` one by one with the real algorithm, assuming each placement.
 
@@ -151,6 +158,8 @@ def simulate(
     With ``pod_groups`` and a profile with gang scheduling, a group's members are placed
     together by the live scheduler's pod-group cycle, all or none; without gang
     scheduling they are placed one by one, as a scheduler that ignores groups would.
+    A pod that fits nowhere preempts lower-priority pods where the profile preempts,
+    within ``pdbs`` where it can; the evicted pods are reported, not placed again.
     """
     groups = {g.key: g for g in (parse_pod_group(body) for body in pod_groups)}
     started = time.perf_counter()
@@ -159,7 +168,8 @@ def simulate(
     )
     known = set(cache.pods)
     state = Scheduler(random.Random(seed))
-    placements: list[SimPlacement] = []
+    evictions = Evictions(cache, pdbs, groups)
+    placements: dict[str, SimPlacement] = {}  # by uid, in placement order
     failures: dict[str, SimFailure] = {}
     skipped: list[tuple[str, str]] = []
     placed: Counter[str] = Counter()
@@ -191,19 +201,17 @@ def simulate(
                     members = [p for p in todo if p.group_key == pod.group_key and p.pod_group]
                     group = groups.get(pod.group_key)
                     for member, target, why in _place_group(
-                        profile, state, cache, snapshot, group, members
+                        profile, state, cache, snapshot, group, members, evictions
                     ):
                         if target:
                             failures.pop(member.uid, None)
-                            placements.append(
-                                SimPlacement(
-                                    member.key,
-                                    target,
-                                    None,
-                                    False,
-                                    member.priority,
-                                    _requests(member),
-                                )
+                            placements[member.uid] = SimPlacement(
+                                member.key,
+                                target,
+                                None,
+                                False,
+                                member.priority,
+                                _requests(member),
                             )
                             placed[target] += 1
                         else:
@@ -220,6 +228,8 @@ def simulate(
                 continue
             try:
                 placement = schedule(profile, snapshot, pod, state)
+                if not placement.node:
+                    placement = _preempt(profile, state, snapshot, cache, evictions, pod, placement)
             except PluginError as exc:  # an allocator error aborts the attempt
                 failures[pod.uid] = SimFailure(pod.key, str(exc), {}, pod.priority, _requests(pod))
                 continue
@@ -239,8 +249,8 @@ def simulate(
             totals = placement.totals
             tied = totals is not None and int(np.count_nonzero(totals == totals.max())) > 1
             best = int(totals.max()) if totals is not None else None
-            placements.append(
-                SimPlacement(pod.key, placement.node, best, tied, pod.priority, _requests(pod))
+            placements[pod.uid] = SimPlacement(
+                pod.key, placement.node, best, tied, pod.priority, _requests(pod)
             )
             placed[placement.node] += 1
             cache.assume_pod(pod, placement.node)
@@ -258,6 +268,11 @@ def simulate(
             break
         todo = retry
     snapshot.update(cache)
+    for eviction in evictions.evicted:  # a pod placed here and evicted later is not placed
+        if placements.pop(eviction.uid, None) is not None:
+            placed[eviction.node] -= 1
+            if not placed[eviction.node]:
+                del placed[eviction.node]
     gangs: dict[str, GangCount] = {}
     for key, group in groups.items():
         gangs[key] = GangCount(group.required)
@@ -270,7 +285,7 @@ def simulate(
     return SimulationResult(
         policy=profile.policy or "<built-in>",
         profile=profile,
-        placements=placements,
+        placements=list(placements.values()),
         unschedulable=list(failures.values()),
         skipped=skipped,
         snapshot=snapshot,
@@ -278,7 +293,33 @@ def simulate(
         elapsed=time.perf_counter() - started,
         passes=passes,
         gangs=gangs,
+        evicted=evictions.evicted,
     )
+
+
+def _preempt(
+    profile: Profile,
+    state: Scheduler,
+    snapshot: Snapshot,
+    cache: Cache,
+    evictions: Evictions,
+    pod: PodInfo,
+    failed: Placement,
+) -> Placement:
+    """PostFilter for a pod that fits nowhere: with victims evicted, its next attempt,
+    its nominated node tried first; otherwise the failed placement with the
+    "preemption: ..." reason the live message carries."""
+    diagnosis = failed.diagnosis
+    assert diagnosis is not None
+    result, evicted = evictions.preempt_pod(profile, snapshot, pod, diagnosis, state.rng)
+    if result is None:
+        return failed
+    if not evicted:
+        diagnosis.post_filter_msg = result.message
+        return failed
+    assert result.candidate is not None
+    snapshot.update(cache)
+    return schedule(profile, snapshot, pod, state, nominated_node=result.candidate.node)
 
 
 def _place_group(
@@ -288,8 +329,11 @@ def _place_group(
     snapshot: Snapshot,
     group: PodGroup | None,
     members: list[PodInfo],
+    evictions: Evictions,
 ) -> list[tuple[PodInfo, str, str]]:
-    """One pod-group cycle: (member, node or '', why not) for each member."""
+    """One pod-group cycle: (member, node or '', why not) for each member. A gang that
+    fits nowhere preempts as a unit (PodGroupPostFilter), and the cycle after its
+    evictions tries each member's nominated node first."""
     name = members[0].pod_group
     scheduled = [
         s.pod
@@ -303,11 +347,20 @@ def _place_group(
     if invalid:
         return [(m, "", invalid) for m in members]
     snapshot.update(cache)
-    # Each member's devices held for the next member and, once placed, for later pods.
-    claims = GroupClaims(snapshot.dra, snapshot, dynamic_resources(profile))
-    board = Board(state, cache, snapshot, reserve=claims.reserve, unreserve=claims.unreserve)
-    outcome = place_group(board, profile, group, [QueuedPod(m) for m in members], scheduled)
-    condition = "" if outcome.success else group_unschedulable(outcome, profile.preemption)
+    entries = [QueuedPod(m) for m in members]
+    outcome, condition = _group_cycle(profile, state, cache, snapshot, group, entries, scheduled)
+    if not outcome.success:
+        failed = FailedGroup(profile, group, entries, scheduled, Board(state, cache, snapshot))
+        result, evicted = evictions.preempt_group(failed)
+        if result is not None:
+            condition = f"{outcome.status_message()}, {result.message}"
+        if evicted:
+            assert result is not None
+            snapshot.update(cache)
+            nominated = Nominated(cache, members, result.nominations)
+            outcome, condition = _group_cycle(
+                profile, state, cache, snapshot, group, entries, scheduled, nominated
+            )
     out = []
     for entry, placement in outcome.placements:
         if placement is None:
@@ -320,6 +373,27 @@ def _place_group(
             assert placement.diagnosis is not None
             out.append((entry.pod, "", placement.diagnosis.message()))
     return out
+
+
+def _group_cycle(
+    profile: Profile,
+    state: Scheduler,
+    cache: Cache,
+    snapshot: Snapshot,
+    group: PodGroup,
+    entries: list[QueuedPod],
+    scheduled: list[PodInfo],
+    nominated: Nominated | None = None,
+) -> tuple[GroupOutcome, str]:
+    """place_group on the simulated cluster, each member's devices held for the next
+    member and, once placed, for later pods; with the condition's message if it failed."""
+    claims = GroupClaims(snapshot.dra, snapshot, dynamic_resources(profile))
+    board = Board(
+        state, cache, snapshot, nominated, reserve=claims.reserve, unreserve=claims.unreserve
+    )
+    outcome = place_group(board, profile, group, entries, scheduled)
+    condition = "" if outcome.success else group_unschedulable(outcome, profile.preemption)
+    return outcome, condition
 
 
 def utilisation(snapshot: Snapshot) -> dict[str, np.ndarray]:
@@ -354,6 +428,7 @@ def cluster_metrics(result: SimulationResult) -> dict[str, Any]:
         "pods_placed": len(result.placements),
         "pods_unschedulable": len(result.unschedulable),
         "pods_skipped": len(result.skipped),
+        "pods_evicted": len(result.evicted),
         "placements_tied": sum(1 for p in result.placements if p.tied),
         "pods_per_node_stddev": round(_std(snap.pod_count), 3),
         "pods_per_zone_stddev": round(_std(list(zones.values())), 3),
@@ -407,6 +482,10 @@ def result_dict(result: SimulationResult) -> dict[str, Any]:
             for f in result.unschedulable
         ],
         "skipped": [{"pod": pod, "why": why} for pod, why in result.skipped],
+        "evicted": [
+            {"pod": e.pod, "node": e.node, "priority": e.priority, "preemptor": e.preemptor}
+            for e in result.evicted
+        ],
         "nodeUtilisation": node_rows(result),
     }
 
@@ -414,6 +493,7 @@ def result_dict(result: SimulationResult) -> dict[str, Any]:
 _COMPARE_METRICS = (
     ("pods_placed", "pods placed"),
     ("pods_unschedulable", "pods unschedulable"),
+    ("pods_evicted", "pods evicted by preemption"),
     ("nodes_used", "nodes used"),
     ("cpu_mean_utilisation_used_nodes", "cpu mean utilisation (used nodes)"),
     ("cpu_max_utilisation", "cpu max utilisation"),

@@ -160,7 +160,7 @@ def test_installed_commands_run_outside_the_checkout(user_venv: Path, tmp_path: 
     assert _run([bin_dir / "podium", "--version"], env, tmp_path).strip() == f"podium {VERSION}"
 
     out = _run([bin_dir / "podium", "simulate", "--nodes", "20", "--pods", "50"], env, tmp_path)
-    assert "Placed 50, unschedulable 0, skipped 0." in out
+    assert "Placed 50, unschedulable 0, skipped 0, evicted 0." in out
     placements = re.findall(r"^default/pod-\d\d\s+(node-\d\d)\s+\d+", out, re.MULTILINE)
     assert len(placements) == 50
     assert len(set(placements)) > 1  # spread over the nodes, not all on one

@@ -648,4 +648,7 @@ def test_simulate_never_hands_one_device_to_two_pods(monkeypatch: pytest.MonkeyP
     result = simulate(default_profile(), [parse_node(make_node("n1"))], [], pods, storage=docs)
     assert [p.node for p in result.placements] == ["n1"]
     (failure,) = result.unschedulable
-    assert failure.message == "0/1 nodes are available: 1 cannot allocate all claims."
+    assert failure.message == (
+        "0/1 nodes are available: 1 cannot allocate all claims. "
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )

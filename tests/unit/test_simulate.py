@@ -90,7 +90,10 @@ CASES: list[
         [pod("huge", cpu="3")],
         "list-json",
         {},
-        {"default/huge": "0/2 nodes are available: 2 Insufficient cpu."},
+        {
+            "default/huge": "0/2 nodes are available: 2 Insufficient cpu. "
+            "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+        },
     ),
     (
         "later pods see earlier placements",
@@ -98,7 +101,10 @@ CASES: list[
         [pod(f"p{i}", cpu="1", created=f"2026-01-01T00:00:0{i}Z") for i in range(3)],
         "multi-doc",
         {"default/p0": "only", "default/p1": "only"},
-        {"default/p2": "0/1 nodes are available: 1 Insufficient cpu."},
+        {
+            "default/p2": "0/1 nodes are available: 1 Insufficient cpu. "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        },
     ),
     (
         "higher priority goes first even when created later",
@@ -109,7 +115,10 @@ CASES: list[
         ],
         "list-json",
         {"default/urgent": "only"},
-        {"default/early": "0/1 nodes are available: 1 Insufficient cpu."},
+        {
+            "default/early": "0/1 nodes are available: 1 Insufficient cpu. "
+            "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+        },
     ),
     (
         "bound pods in the snapshot take their space",
@@ -125,7 +134,11 @@ CASES: list[
         [pod("running", cpu="100m", node_name="full"), pod("new", cpu="100m")],
         "multi-doc",
         {},
-        {"default/new": "0/2 nodes are available: 1 Too many pods, 1 node(s) were unschedulable."},
+        {
+            "default/new": "0/2 nodes are available: 1 Too many pods, 1 node(s) were "
+            "unschedulable. preemption: 0/2 nodes are available: 1 No preemption victims "
+            "found for incoming pod, 1 Preemption is not helpful for scheduling."
+        },
     ),
 ]
 
@@ -435,7 +448,7 @@ def test_snapshot_storage_objects_are_used_and_pvs_taken_once(
     assert {p["pod"]: p["node"] for p in result["placements"]} == {"default/p1": "b"}
     assert {f["pod"]: f["message"] for f in result["unschedulable"]} == {
         "default/p2": "0/2 nodes are available: 2 node(s) didn't find available persistent volumes "
-        "to bind."
+        "to bind. preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
     }
 
 

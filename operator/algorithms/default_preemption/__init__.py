@@ -8,6 +8,13 @@ from podium.algorithms.default_preemption.plugin import (
     DefaultPreemption,
     offline_group_preemption,
     offline_message,
+    offline_preemption,
 )
 
-__all__ = ["NAME", "DefaultPreemption", "offline_group_preemption", "offline_message"]
+__all__ = [
+    "NAME",
+    "DefaultPreemption",
+    "offline_group_preemption",
+    "offline_message",
+    "offline_preemption",
+]

@@ -44,7 +44,13 @@ if TYPE_CHECKING:
     from podium.state.podgroups import PodGroup
     from podium.state.snapshot import Snapshot
 
-__all__ = ["NAME", "DefaultPreemption", "offline_group_preemption", "offline_message"]
+__all__ = [
+    "NAME",
+    "DefaultPreemption",
+    "offline_group_preemption",
+    "offline_message",
+    "offline_preemption",
+]
 
 NAME = "DefaultPreemption"
 
@@ -206,10 +212,27 @@ def offline_message(
     """The "preemption: ..." text the offline tools (explain, policy tests) add to a pod's
     message: the profile's DefaultPreemption, when its PostFilter list has it, evaluated
     on the tools' snapshot with no budgets, nominations or writes; "" otherwise."""
+    result = offline_preemption(profile, snapshot, pod, diagnosis, rng)
+    return "" if result is None else result.message
+
+
+def offline_preemption(
+    profile: Profile,
+    snapshot: Snapshot,
+    pod: PodInfo,
+    diagnosis: Diagnosis,
+    rng: random.Random,
+    pdbs: Iterable[Pdb] = (),
+    groups: Mapping[str, PodGroup] | None = None,
+) -> PreemptionResult | None:
+    """What the profile's DefaultPreemption would decide for a pod that fits nowhere, with
+    no nominations and no write (``podium simulate`` evicts the victims itself); None when
+    the profile does not preempt."""
     for plugin in post_filter_plugins(profile):
         if isinstance(plugin, DefaultPreemption):
-            return plugin.evaluate(pod, FailedCycle(profile, diagnosis), snapshot, rng).message
-    return ""
+            failed = FailedCycle(profile, diagnosis)
+            return plugin.evaluate(pod, failed, snapshot, rng, pdbs, None, groups)
+    return None
 
 
 def offline_group_preemption(
