@@ -212,7 +212,9 @@ def _decide(
             sched.queue.done(member.pod.uid)
         else:
             live.append(member)
-    live.sort(key=lambda e: (-e.pod.priority, e.pod.created, e.pod.name))
+    # PodGroupMemberPodsOrderingFunc: priority, then more attempts, then the earlier
+    # queue time (the watch's order, finer than creationTimestamp's seconds), then name.
+    live.sort(key=lambda e: (-e.pod.priority, -e.attempts, e.added, e.pod.name))
     invalid = validate_group(group, [m.pod for m in live], scheduled)
     if invalid:
         sched.metrics.podgroup_attempt("error", profile.scheduler_name, _since(started))

@@ -283,6 +283,50 @@ async def test_pod_group_cycle(case: Case) -> None:
     assert all(state.pod.name in case.bound | pre_bound for state in sched.cache.pods.values())
 
 
+@pytest.mark.parametrize(
+    ("names", "created", "earlier_attempt", "bound", "left"),
+    [
+        # Created in one second: the queue's order (the watch's), not the names'.
+        (["z", "y", "x"], ["2026-01-01T00:00:00Z"] * 3, None, {"z", "y"}, "x"),
+        # A member with an earlier attempt goes before those without, whatever its age.
+        (
+            ["m0", "m1", "m2"],
+            ["2026-01-01T00:00:00Z", "2026-01-01T00:00:01Z", "2026-01-01T00:00:02Z"],
+            "m2",
+            {"m2", "m0"},
+            "m1",
+        ),
+        # Otherwise the oldest first, as created and queued.
+        (["a", "b", "c"], ["2026-01-01T00:00:00Z"] * 3, None, {"a", "b"}, "c"),
+    ],
+    ids=["same-second-queue-order", "more-attempts-first", "queue-order"],
+)
+async def test_members_are_tried_in_kube_schedulers_order(
+    names: list[str],
+    created: list[str],
+    earlier_attempt: str | None,
+    bound: set[str],
+    left: str,
+) -> None:
+    """PodGroupMemberPodsOrderingFunc: room for two of three 3-cpu members, one per node,
+    so the member tried last is the one left out."""
+    binder = _Binder()
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    for name in ("n0", "n1"):
+        sched.on_node("ADDED", node(name, cpu="4"))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 2))
+    for name, when in zip(names, created, strict=True):
+        sched.on_pod("ADDED", _member(name, "3", created=when))
+    if earlier_attempt is not None:
+        (entry,) = [e for e in sched.queue.entries.values() if e.pod.name == earlier_attempt]
+        entry.attempts = 1
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await sched.settle()
+    assert set(binder.bound) == bound
+    assert binder.messages == {left: INSUFFICIENT}
+
+
 def _pg(conditions: list[dict[str, Any]]) -> PodGroup:
     return parse_pod_group(_group("g", 2, conditions))
 

@@ -1026,10 +1026,11 @@ async def _claims_scenario(
         for their bound member when allocated.
 
         After a failed cycle its members are queued again in the order its handlers
-        moved them, so a cycle may attempt them out of creation order (Podium's)
-        and stop at another member: where the log shows that (a member skipped counts),
-        minCount's "N scheduled, M remaining" is compared without its counts, and the
-        members' messages by their number."""
+        moved them, so a cycle may attempt them out of creation order (the order
+        Podium's queue gives members created one by one) and stop at another member:
+        where the log shows that (a member skipped counts), minCount's "N scheduled, M
+        remaining" is compared without its counts, and the members' messages by their
+        number."""
         prefix = sides[CLAIM_KUBE]
         tied = [
             i
@@ -1157,7 +1158,8 @@ def _out_of_order(
     result: dict[str, Any],
 ) -> bool:
     """Whether any cycle kube-scheduler ran for the side's group since ``after`` attempted
-    its members other than as a prefix of their creation order (Podium's); records those
+    its members other than as a prefix of their creation order (the order Podium's queue
+    gives members created one by one); records those
     orders in ``result['kube_order']``."""
     names = [f"{prefix}-m{i}" for i in range(members)]
     orders = kube_log.member_orders(namespace, f"{prefix}-g", names, after)
