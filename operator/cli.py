@@ -179,6 +179,12 @@ def build_parser() -> argparse.ArgumentParser:
     simulate.add_argument(
         "--scheduler-name", help="with --replay: whose decisions, when the log holds several"
     )
+    simulate.add_argument(
+        "--disable-preemption",
+        action="store_true",
+        help="evict nothing, as podium run --disable-preemption (not with --replay, "
+        "which never preempts)",
+    )
     simulate.add_argument("-o", "--output", choices=("table", "json"), default="table")
 
     shadow = sub.add_parser(

@@ -24,6 +24,8 @@ Where = Literal["active", "backoff", "unschedulable", "gated", "in_flight"]
 class QueuedPod:
     pod: PodInfo
     attempts: int = 0
+    # When the queue last took the pod in: first seen, or back after an attempt (Go's
+    # Timestamp); a pod group's members are tried in its order among equals.
     added: float = field(default_factory=time.monotonic)
     first_attempt: float = 0.0
     last_failure: float = 0.0

@@ -213,7 +213,8 @@ def _decide(
         else:
             live.append(member)
     # PodGroupMemberPodsOrderingFunc: priority, then more attempts, then the earlier
-    # queue time (the watch's order, finer than creationTimestamp's seconds), then name.
+    # queue time (when the queue last took the member in, finer than
+    # creationTimestamp's seconds), then name.
     live.sort(key=lambda e: (-e.pod.priority, -e.attempts, e.added, e.pod.name))
     invalid = validate_group(group, [m.pod for m in live], scheduled)
     if invalid:

@@ -295,6 +295,7 @@ class SchedulingQueue:
         entry.error = error
         entry.flushed = False
         entry.last_failure = self.clock()
+        entry.added = entry.last_failure  # Go refreshes the Timestamp as the pod is re-added
         if error or not rejected_by or self.move_request_cycle >= entry.cycle:
             self._push_backoff(entry, ATTEMPT_FAILURE)
         else:

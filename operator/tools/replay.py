@@ -143,6 +143,11 @@ def run_replay(args: argparse.Namespace) -> int:
     if not args.snapshot:
         print(f"podium simulate: {NEEDS_SNAPSHOT}", file=sys.stderr)
         return 2
+    if args.disable_preemption:
+        print(
+            "podium simulate: --replay never preempts; drop --disable-preemption", file=sys.stderr
+        )
+        return 2
     try:
         text = Path(args.replay).read_text(errors="replace")
     except OSError as exc:

@@ -88,8 +88,10 @@ class Evictions:
 
 
 def _spend(pdb: Pdb, victim: PodInfo) -> Pdb:
-    """The budget once ``victim`` is gone: one disruption fewer allowed where it matched."""
-    if not pdb.matches(victim):
+    """The budget once ``victim`` is gone: one disruption fewer allowed where it matched,
+    unless the budget already counts the pod as disrupted (filterPodsWithPDBViolation
+    skips those too)."""
+    if not pdb.matches(victim) or victim.name in pdb.disrupted_pods:
         return pdb
     return replace(pdb, disruptions_allowed=max(pdb.disruptions_allowed - 1, 0))
 
@@ -99,7 +101,7 @@ class Nominated:
     for the group's next cycle: each member's node is tried first, and a member not yet
     placed holds its room on that node for the others (``filter_with_nominated``)."""
 
-    def __init__(self, cache: Cache, members: Iterable[PodInfo], nodes: Mapping[str, str]):
+    def __init__(self, cache: Cache, members: Iterable[PodInfo], nodes: Mapping[str, str]) -> None:
         self.cache = cache
         self.pods = {pod.uid: pod for pod in members if pod.uid in nodes}
         self.nodes = dict(nodes)
@@ -116,9 +118,9 @@ class Nominated:
         return self.nodes.get(uid, "")
 
     def lower_priority_on(self, node: str, priority: int) -> list[PodInfo]:
-        return [
-            p for uid, p in self.pods.items() if self.nodes[uid] == node and p.priority < priority
-        ]
+        held = self.by_node.get(node, {})
+        return [pod for pod in held.values() if pod.priority < priority]
 
     def remove(self, uid: str) -> None:
         self.nodes.pop(uid, None)
+        self.pods.pop(uid, None)

@@ -188,6 +188,8 @@ def run_simulate(args: argparse.Namespace) -> int:
             profiles = [load_policy(path) for path in args.compare]
         else:
             profiles = [load_policy(args.policy)]
+        if args.disable_preemption:
+            profiles = [replace(profile, preemption=False) for profile in profiles]
         results = [
             simulate(
                 profile,

@@ -64,6 +64,19 @@ async def test_unschedulable_pod_moves_only_on_relevant_event() -> None:
     assert entry.where == "active"
 
 
+async def test_queue_time_is_when_the_pod_came_back() -> None:
+    """Go's Timestamp: set as the pod is added, refreshed as it is re-added after an
+    attempt (AddUnschedulableIfNotPresent); a pod group's members are ordered by it."""
+    clock = Clock()
+    queue = SchedulingQueue(clock=clock)
+    queue.add(parse_pod(pod("p")))
+    entry = await queue.pop()
+    assert entry.added == 1000.0
+    clock.now += 7
+    queue.requeue(entry, rejected_by=frozenset({"NodeResourcesFit"}))
+    assert entry.added == 1007.0
+
+
 async def test_event_during_attempt_sends_pod_to_backoff() -> None:
     queue = SchedulingQueue()
     queue.add(parse_pod(pod("p")))
