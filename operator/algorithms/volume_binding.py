@@ -375,7 +375,7 @@ class VolumeBinding(FilterPlugin, ScorePlugin, ReservePlugin, PreBindPlugin):
             log.exception("volume_bind_crashed", pod=pod.name, namespace=pod.namespace, node=node)
             binder.revert(plan)
             why = f"binding volumes: {exc}"
-        return Status("Error", why, worded=True) if why else ALLOW
+        return Status("Error", why) if why else ALLOW
 
 
 def volume_binding(profile: Profile) -> VolumeBinding | None:

@@ -70,8 +70,9 @@ class Status:
     Unschedulable rejects the pod (it is retried after a cluster event or backoff);
     Error is a failure of the plugin itself; Wait (Permit only) holds the pod for at
     most ``timeout`` seconds; Skip (PreBindPreFlight only) says PreBind has nothing to do.
-    ``worded``: the reason is already the pod's whole message (the built-in binding
-    halves word their own), so the runner adds no ``running ... plugin`` prefix.
+    ``worded``: the reason is already the pod's whole message, Go's prefix included
+    (DynamicResources' Reserve errors, built where its Filter's are), so the runner adds
+    no ``running ... plugin`` prefix.
     """
 
     code: Code = "Success"

@@ -142,7 +142,12 @@ class Board:
         return replace(self, placement=frozenset(names))
 
     def assume(self, pod: PodInfo, node: str) -> None:
+        """Go's ``assume`` in a pod-group cycle: also DeleteNominatedPodIfExists, so that a
+        member nominated by an earlier preemption holds no room for its siblings once it
+        is assumed (a failed cycle sets or clears the nomination again as it reports)."""
         self.cache.assume_pod(pod, node)
+        if self.nominator is not None:
+            self.nominator.remove(pod.uid)
         if self.reserve is not None:
             self.reserve(pod, node)
 

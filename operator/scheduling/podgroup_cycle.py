@@ -300,7 +300,7 @@ def _decide(
                 elapsed=elapsed,
                 reasons=sorted(diagnosis.reasons),
                 placement=placement,
-                nominating=nominations.get(member.pod.uid) if waiting else None,
+                nominating=_nominating(member, nominations, waiting, noop=True),
             )
         elif placement is not None:  # placed, then reverted with its group
             sched.fail(
@@ -311,7 +311,7 @@ def _decide(
                 profile=profile,
                 elapsed=elapsed,
                 placement=placement,
-                nominating=nominations.get(member.pod.uid) if waiting else None,
+                nominating=_nominating(member, nominations, waiting, noop=False),
             )
         else:  # never evaluated: the group's status before PostFilter
             message = outcome.status_message()
@@ -321,7 +321,7 @@ def _decide(
                 message,
                 profile=profile,
                 elapsed=elapsed,
-                nominating=nominations.get(member.pod.uid) if waiting else None,
+                nominating=_nominating(member, nominations, waiting, noop=True),
             )
     log.info(
         "pod_group_cycle",
@@ -341,6 +341,19 @@ def _decide(
     else:
         reason = {"status": "False", "reason": "Unschedulable", "message": condition_message}
         _write(sched, profile, group, reason)
+
+
+def _nominating(
+    member: QueuedPod, nominations: Mapping[str, str], waiting: bool, *, noop: bool
+) -> str | None:
+    """The nominatingInfo submitPodGroupAlgorithmResult fails a member with: the group
+    preemption's node while the group waits on it; for a member placed then reverted
+    with its group, clearNominatedNode; otherwise ModeNoop, which puts back the node
+    the pod's status names (its assume may have dropped it from memory)."""
+    kept = member.pod.nominated_node or None
+    if waiting:
+        return nominations.get(member.pod.uid, kept)
+    return kept if noop else ""
 
 
 def _since(started: float) -> float:

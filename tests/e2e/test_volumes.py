@@ -343,7 +343,10 @@ async def test_a_claim_left_to_a_provisioner_times_out_after_bind_timeout(
             return next((e.message for e in events if "binding volumes" in e.message), "")
 
         message = await wait_for(timed_out, timeout=30, message="bind timeout reported")
-        assert message == "binding volumes: context deadline exceeded"
+        # VolumeBinding's error as kube-scheduler's RunPreBindPlugins words it.
+        assert message == (
+            'running PreBind plugin "VolumeBinding": binding volumes: context deadline exceeded'
+        )
         claim = await storage.read_pvc("data")
         assert claim["metadata"]["annotations"]["volume.kubernetes.io/selected-node"] == a
         assert await node_of(api_client, namespace, "p") == ""

@@ -686,6 +686,65 @@ async def test_an_unschedulable_group_preempts_and_waits() -> None:
     assert attempts == 1.0
 
 
+TAINT = {"key": "only", "value": "m1", "effect": "NoSchedule"}
+
+
+@pytest.mark.parametrize(
+    ("nodes", "nominated", "bound", "nominations"),
+    [
+        # m0's nomination to n0 is stale (n0 is tainted for it): assumed on n1, it must not
+        # hold n0's room against m1 as well.
+        (
+            [node("n0", cpu="2", taints=[TAINT]), node("n1", cpu="2")],
+            {"m0": "n0", "m1": "n0"},
+            {"m0": "n1", "m1": "n0"},
+            {},
+        ),
+        # Room for one: the gang fails; m0, placed then reverted, loses its nomination
+        # (clearNominatedNode), and m1, never placed, keeps the one its status names.
+        (
+            [node("n0", cpu="3"), node("n1", cpu="1")],
+            {"m0": "n0", "m1": "n1"},
+            {},
+            {"m1": "n1"},
+        ),
+    ],
+    ids=["nominated-elsewhere", "one-fits"],
+)
+async def test_an_assumed_member_drops_its_nomination(
+    nodes: list[dict[str, Any]],
+    nominated: dict[str, str],
+    bound: dict[str, str],
+    nominations: dict[str, str],
+) -> None:
+    """Go's assume deletes the member's nomination (DeleteNominatedPodIfExists): a member
+    nominated by an earlier group preemption holds no room for its siblings once it is
+    assumed, wherever that is."""
+    binder = _Binder()
+    profile = default_profile("podium")
+    profile.preemption = False
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    for body in nodes:
+        sched.on_node("ADDED", body)
+    group = _group("g", 2)
+    group["spec"]["priority"] = 100
+    sched.on_pod_group("podgroups", "ADDED", group)
+    tolerations = {"m0": [], "m1": [{"key": "only", "operator": "Exists"}]}
+    for name in ("m0", "m1"):
+        body = _member(name, "2", priority=100, tolerations=tolerations[name])
+        body["status"]["nominatedNodeName"] = nominated[name]
+        sched.on_pod("ADDED", body)
+    assert len(sched.nominator) == 2
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await sched.settle()
+    assert binder.bound == bound
+    members = {e.pod.name: e.pod.uid for e in sched.queue.entries.values()}
+    assert {name: sched.nominator.node_of(uid) for name, uid in members.items()} == {
+        name: nominations.get(name, "") for name in members
+    }
+
+
 async def test_a_member_whose_group_went_after_pre_enqueue_is_held_again() -> None:
     """PreEnqueue let the members in; the PodGroup is deleted before the pop: the popped
     member goes back through the queue, whose PreEnqueue now holds it, with no bind and
