@@ -116,8 +116,8 @@ class VolumeBinder:
                 self._seen(
                     "persistentvolumeclaims", await self.client.patch(path, body, "merge-patch")
                 )
-        except ApiError as exc:
-            return f"binding volumes: {exc}"
+        except ApiError as exc:  # bindAPIUpdate returns the API's error as it is
+            return exc.message
         finally:
             self.revert(plan)
         try:

@@ -28,3 +28,7 @@ class Nominations(Protocol):
 
     def remove(self, uid: str) -> None:
         """DeleteNominatedPodIfExists."""
+
+    def restore(self, pod: PodInfo) -> None:
+        """unreserveAndForget's AddNominatedPod for a pod-group assumption undone: the
+        nomination ``assume`` removed comes back."""

@@ -143,8 +143,8 @@ class Board:
 
     def assume(self, pod: PodInfo, node: str) -> None:
         """Go's ``assume`` in a pod-group cycle: also DeleteNominatedPodIfExists, so that a
-        member nominated by an earlier preemption holds no room for its siblings once it
-        is assumed (a failed cycle sets or clears the nomination again as it reports)."""
+        member nominated by an earlier preemption holds no room for its siblings while it
+        is assumed (``forget`` gives the nomination back)."""
         self.cache.assume_pod(pod, node)
         if self.nominator is not None:
             self.nominator.remove(pod.uid)
@@ -152,9 +152,13 @@ class Board:
             self.reserve(pod, node)
 
     def forget(self, pod: PodInfo) -> None:
+        """unreserveAndForget in a pod-group cycle: Unreserve, forget, and the nomination
+        ``assume`` removed put back."""
         if self.unreserve is not None:
             self.unreserve(pod)
         self.cache.forget_pod(pod)
+        if self.nominator is not None:
+            self.nominator.restore(pod)
 
 
 def place_group(

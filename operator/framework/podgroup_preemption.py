@@ -150,7 +150,7 @@ def preempt_group(
         ]
         if outcome.success:  # the scheduling func's assumptions are reverted, as Go's
             for pod, _ in valid:
-                cache.forget_pod(pod)
+                board.forget(pod)
         else:
             return GroupPreemption(PREFIX + outcome.status_message())
         potential.sort(key=importance(now))

@@ -80,7 +80,8 @@ class Binder:
         self._reports = 0
 
     async def bind(self, pod: PodInfo, node: str) -> tuple[BindOutcome, str]:
-        """POST pods/binding; returns the outcome and, for RETRY, why."""
+        """POST pods/binding; returns the outcome and, for RETRY, why (an API error as
+        client-go prints it: the server's message)."""
         body = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -98,7 +99,7 @@ class Binder:
                     # Binding waits out the server's Retry-After before it is requeued.
                     if exc.status == 429 and exc.retry_after:
                         await asyncio.sleep(exc.retry_after)
-                    return BindOutcome.RETRY, str(exc)
+                    return BindOutcome.RETRY, exc.message
                 # Even a 404 proves nothing by itself (a proxy or aggregator may answer
                 # it): like every other failure, it is settled by re-reading the pod.
                 error = exc
@@ -107,7 +108,7 @@ class Binder:
             except (TimeoutError, OSError) as exc:
                 error = exc  # type: ignore[assignment]
         outcome = await self.resolve(pod, node)
-        return outcome, str(error)
+        return outcome, error.message if isinstance(error, ApiError) else str(error)
 
     async def resolve(self, pod: PodInfo, node: str) -> BindOutcome:
         """Read the pod until the server answers, and classify what happened to it.

@@ -44,6 +44,11 @@ class Nominator:
             if not pods:
                 del self.by_node[entry[1]]
 
+    def restore(self, pod: PodInfo) -> None:
+        """unreserveAndForget: the node the pod's status names, if any (ModeOverride)."""
+        if pod.nominated_node:
+            self.add(pod, pod.nominated_node)
+
     def lower_priority_on(self, node: str, priority: int) -> list[PodInfo]:
         """getLowerPriorityNominatedPods."""
         return [p for p in self.by_node.get(node, {}).values() if p.priority < priority]

@@ -219,8 +219,10 @@ def _decide(
     invalid = validate_group(group, [m.pod for m in live], scheduled)
     if invalid:
         sched.metrics.podgroup_attempt("error", profile.scheduler_name, _since(started))
-        for member in live:
-            sched.fail(member, "SchedulerError", invalid, error=True, profile=profile)
+        for member in live:  # handlePodGroupFailureBeforeScheduling: clearNominatedNode
+            sched.fail(
+                member, "SchedulerError", invalid, error=True, profile=profile, nominating=""
+            )
         log.info("pod_group_invalid", pod_group=group.key, message=invalid)
         _write(
             sched,
@@ -238,6 +240,7 @@ def _decide(
                 "Unschedulable",
                 "no nodes available to schedule pods",
                 profile=profile,
+                nominating="",  # Go's clearNominatedNode with ErrNoNodesAvailable
             )
         return
     board = Board(
@@ -345,12 +348,12 @@ def _decide(
 
 def _nominating(
     member: QueuedPod, nominations: Mapping[str, str], waiting: bool, *, noop: bool
-) -> str | None:
+) -> str:
     """The nominatingInfo submitPodGroupAlgorithmResult fails a member with: the group
     preemption's node while the group waits on it; for a member placed then reverted
-    with its group, clearNominatedNode; otherwise ModeNoop, which puts back the node
-    the pod's status names (its assume may have dropped it from memory)."""
-    kept = member.pod.nominated_node or None
+    with its group, clearNominatedNode; otherwise ModeNoop, which leaves in memory just
+    the node the pod's status names ("" for none)."""
+    kept = member.pod.nominated_node
     if waiting:
         return nominations.get(member.pod.uid, kept)
     return kept if noop else ""

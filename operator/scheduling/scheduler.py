@@ -968,7 +968,7 @@ class PodiumScheduler:
             self.fail(
                 entry,
                 "SchedulerError",
-                f"binding rejected: {why}",
+                f'running Bind plugin "DefaultBinder": {why}',  # RunBindPlugins' wording
                 error=True,
                 profile=profile,
                 elapsed=time.perf_counter() - started,

@@ -105,6 +105,8 @@ class Nominated:
         self.cache = cache
         self.pods = {pod.uid: pod for pod in members if pod.uid in nodes}
         self.nodes = dict(nodes)
+        # What the preemption gave, as a pod's status would name it: ``restore`` reads it.
+        self.given = dict(nodes)
 
     @property
     def by_node(self) -> Mapping[str, Mapping[str, PodInfo]]:
@@ -124,3 +126,9 @@ class Nominated:
     def remove(self, uid: str) -> None:
         self.nodes.pop(uid, None)
         self.pods.pop(uid, None)
+
+    def restore(self, pod: PodInfo) -> None:
+        node = self.given.get(pod.uid)
+        if node:
+            self.nodes[pod.uid] = node
+            self.pods[pod.uid] = pod

@@ -267,7 +267,8 @@ async def test_a_failed_pv_write_is_rolled_back_and_retried(
 
         async def write_failed() -> str:
             events = await pod_events(api_client, namespace, "p", "FailedScheduling")
-            return next((e.message for e in events if "binding volumes" in e.message), "")
+            prefix = 'running PreBind plugin "VolumeBinding": '
+            return next((e.message for e in events if e.message.startswith(prefix)), "")
 
         message = await wait_for(write_failed, timeout=30, message="failed PV write reported")
         assert "binding denied by test" in message

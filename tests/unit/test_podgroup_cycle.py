@@ -14,7 +14,7 @@ from podium.algorithms.gang_scheduling import GangScheduling
 from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
 from podium.policy import default_profile
-from podium.scheduling.binder import Binder, BindOutcome
+from podium.scheduling.binder import Binder, BindOutcome, status_patch
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import merged_conditions
 from podium.scheduling.scheduler import PodiumScheduler
@@ -50,6 +50,8 @@ class _Binder:
     posts: list[str] = field(default_factory=list)
     # Bindings wait for it when set: the test runs other cycles meanwhile.
     gate: asyncio.Event | None = None
+    # The nominatedNodeName each failure report would write (None: null), by pod name.
+    nomination_writes: dict[str, str | None] = field(default_factory=dict)
 
     async def bind(self, p: PodInfo, n: str) -> tuple[BindOutcome, str]:
         if self.gate is not None:
@@ -65,6 +67,9 @@ class _Binder:
         self, p: PodInfo, reason: str, message: str, nominator: Nominator | None = None
     ) -> None:
         self.messages[p.name] = message
+        patch = status_patch(p, reason, message, nominator.node_of(p.uid) if nominator else None)
+        if patch is not None and "nominatedNodeName" in patch["status"]:
+            self.nomination_writes[p.name] = patch["status"]["nominatedNodeName"]
 
     async def event(self, *args: Any, **kwargs: Any) -> None:
         return None
@@ -690,7 +695,7 @@ TAINT = {"key": "only", "value": "m1", "effect": "NoSchedule"}
 
 
 @pytest.mark.parametrize(
-    ("nodes", "nominated", "bound", "nominations"),
+    ("nodes", "nominated", "bound", "nominations", "writes"),
     [
         # m0's nomination to n0 is stale (n0 is tainted for it): assumed on n1, it must not
         # hold n0's room against m1 as well.
@@ -699,14 +704,17 @@ TAINT = {"key": "only", "value": "m1", "effect": "NoSchedule"}
             {"m0": "n0", "m1": "n0"},
             {"m0": "n1", "m1": "n0"},
             {},
+            {},
         ),
         # Room for one: the gang fails; m0, placed then reverted, loses its nomination
-        # (clearNominatedNode), and m1, never placed, keeps the one its status names.
+        # (clearNominatedNode, null on the pod too), and m1, never placed, keeps the one
+        # its status names (ModeNoop: nothing written).
         (
             [node("n0", cpu="3"), node("n1", cpu="1")],
             {"m0": "n0", "m1": "n1"},
             {},
             {"m1": "n1"},
+            {"m0": None},
         ),
     ],
     ids=["nominated-elsewhere", "one-fits"],
@@ -716,6 +724,7 @@ async def test_an_assumed_member_drops_its_nomination(
     nominated: dict[str, str],
     bound: dict[str, str],
     nominations: dict[str, str],
+    writes: dict[str, str | None],
 ) -> None:
     """Go's assume deletes the member's nomination (DeleteNominatedPodIfExists): a member
     nominated by an earlier group preemption holds no room for its siblings once it is
@@ -742,6 +751,37 @@ async def test_an_assumed_member_drops_its_nomination(
     members = {e.pod.name: e.pod.uid for e in sched.queue.entries.values()}
     assert {name: sched.nominator.node_of(uid) for name, uid in members.items()} == {
         name: nominations.get(name, "") for name in members
+    }
+    assert binder.nomination_writes == writes
+
+
+async def test_a_dry_run_gives_back_the_nominations_it_took() -> None:
+    """unreserveAndForget puts back what assume removed: the main attempt and the
+    preemption's scheduling function each assume m1 on n1, its nominated node, and
+    revert it, so in the next placement m1 still holds n1 and m0 goes where the victim
+    was. Nominated: m0 to n0 (the victim's node), m1 to n1."""
+    binder = _Binder(client=_PreemptingClient())
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": default_profile("podium")})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="2"))
+    sched.on_node("ADDED", node("n1", cpu="3"))
+    group = _group("g", 2)
+    group["spec"]["priority"] = 100
+    sched.on_pod_group("podgroups", "ADDED", group)
+    sched.on_pod("ADDED", pod("low", cpu="2", node_name="n0", priority=0))
+    for name in ("m0", "m1", "m2"):
+        body = _member(name, "2", priority=100)
+        if name == "m1":
+            body["status"]["nominatedNodeName"] = "n1"
+        sched.on_pod("ADDED", body)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await sched.settle()
+    assert cast(_PreemptingClient, binder.client).deleted == ["low"] and binder.bound == {}
+    members = {e.pod.name: e.pod.uid for e in sched.queue.entries.values()}
+    assert {name: sched.nominator.node_of(uid) for name, uid in members.items()} == {
+        "m0": "n0",
+        "m1": "n1",
+        "m2": "",
     }
 
 
