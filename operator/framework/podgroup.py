@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from podium.framework.cycle import Placement, Scheduler
 from podium.framework.nominations import Nominations
+from podium.framework.plugin import PluginError
 from podium.framework.queued import QueuedPod
 from podium.kube.objects import PodInfo
 from podium.state.cache import Cache
@@ -42,6 +43,8 @@ __all__ = [
 ]
 
 GROUP_ERROR = "pod group is unschedulable"
+# podGroupSchedulingDefaultAlgorithm's status when a member's cycle returns an Error.
+OTHER_POD_FAILED = "failed to schedule other pod from a pod group"
 
 NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
 
@@ -70,15 +73,23 @@ class GroupOutcome:
     # The status's reason and whether it carries errPodGroupUnschedulable (in front).
     message: str = ""
     with_error: bool = False
+    # A member's plugin Error (Go's Error status, not a rejection): its message and uid.
+    # The group's status is then an Error too, and no other member is tried.
+    error: str = ""
+    failed: str = ""
 
     def status_message(self) -> str:
         """Go's Status.Message: the error, then the reason."""
+        if self.error:
+            return f"{OTHER_POD_FAILED}: {self.error}"
         return ", ".join(
             ([GROUP_ERROR] if self.with_error else []) + [self.message] * bool(self.message)
         )
 
     def as_error(self) -> str:
         """Go's Status.AsError().Error(): the error alone when there is one."""
+        if self.error:
+            return self.status_message()
         return GROUP_ERROR if self.with_error else self.message
 
 
@@ -179,6 +190,8 @@ def place_group(
     for nodes in placements.values():
         trial = board.restricted(nodes)
         outcome = place_members(trial, profile, group, entries, len(already_scheduled))
+        if outcome.error:  # podGroupSchedulingPlacementAlgorithm returns an Error at once
+            return outcome
         _revert(board, outcome)  # each trial starts from the same cluster
         results.append(outcome)
     feasible = [r for r in results if r.success]
@@ -261,16 +274,21 @@ def place_members(
     snapshot.update(cache)
     for entry in entries:
         pod = entry.pod
-        placement = board.algorithm.schedule(
-            profile,
-            snapshot,
-            pod,
-            record=profile.record_decisions and profile.record_top_nodes > 0,
-            nominated=nominator.by_node if nominator is not None else None,
-            nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
-            within=board.placement,
-            group=board.group,
-        )
+        try:
+            placement = board.algorithm.schedule(
+                profile,
+                snapshot,
+                pod,
+                record=profile.record_decisions and profile.record_top_nodes > 0,
+                nominated=nominator.by_node if nominator is not None else None,
+                nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
+                within=board.placement,
+                group=board.group,
+            )
+        except PluginError as exc:  # an Error, not a rejection: stop, as Go does
+            outcome.error, outcome.failed = str(exc), pod.uid
+            outcome.placements.append((entry, None))
+            break
         outcome.placements.append((entry, placement))
         remaining -= 1
         if placement.node:
@@ -283,7 +301,7 @@ def place_members(
             break
         any_scheduled = any_scheduled or bool(placement.node)
     outcome.placements += [(e, None) for e in entries[len(outcome.placements) :]]
-    outcome.success = verdict == "ok" and any_scheduled
+    outcome.success = verdict == "ok" and any_scheduled and not outcome.error
     if verdict == "ok" and not any_scheduled:
         outcome.message, outcome.with_error = "", True
     else:

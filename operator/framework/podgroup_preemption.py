@@ -73,6 +73,9 @@ class GroupPreemption:
     num_pdb_violations: int = 0
     num_group_disruptions: int = 0
     unresolvable: bool = False
+    # The scheduling function returned an Error (a member's plugin failed): Preempt
+    # returns that status as it is.
+    error: bool = False
 
 
 def _terminating_by_preemption(pod: PodInfo) -> bool:
@@ -152,7 +155,7 @@ def preempt_group(
             for pod, _ in valid:
                 board.forget(pod)
         else:
-            return GroupPreemption(PREFIX + outcome.status_message())
+            return GroupPreemption(PREFIX + outcome.status_message(), error=bool(outcome.error))
         potential.sort(key=importance(now))
         violating, others = filter_units_with_pdb_violation(potential, list(pdbs))
 

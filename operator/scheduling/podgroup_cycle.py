@@ -267,6 +267,9 @@ def _decide(
             duration_ms=round(elapsed * 1000, 3),
         )
         return
+    if outcome.error:
+        _errored(sched, profile, group, outcome, elapsed, _since(started))
+        return
     condition_message = ""
     waiting = False
     nominations: Mapping[str, str] = {}
@@ -275,6 +278,9 @@ def _decide(
         preemptor = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
         failed = FailedGroup(profile, group, live, scheduled, preemptor)
         answer = run_pod_group_post_filter(profile, sched.handle, failed)
+        if answer.status.code == "Error":  # every result takes the PostFilter's Error
+            _errored(sched, profile, group, outcome, elapsed, _since(started), answer.status.reason)
+            return
         condition_message = f"{outcome.status_message()}, {answer.status.reason}"
         waiting = answer.status.ok
         nominations = answer.nominations if waiting else {}
@@ -344,6 +350,39 @@ def _decide(
     else:
         reason = {"status": "False", "reason": "Unschedulable", "message": condition_message}
         _write(sched, profile, group, reason)
+
+
+def _errored(
+    sched: GroupHost,
+    profile: Profile,
+    group: PodGroup,
+    outcome: GroupOutcome,
+    elapsed: float,
+    since: float,
+    error: str = "",
+) -> None:
+    """The group's status is an Error: a member's cycle returned one (then no
+    PodGroupPostFilter runs), or a PodGroupPostFilter did (``error``, given to every
+    result by applyPodGroupPostFilterResult). Every member fails with clearNominatedNode,
+    a member whose own cycle erred with its own error and the others with the group's,
+    and the condition is a SchedulerError (submitPodGroupAlgorithmResult)."""
+    message = error or outcome.status_message()
+    sched.metrics.podgroup_attempt("error", profile.scheduler_name, since)
+    for member, _ in outcome.placements:
+        own = member.pod.uid == outcome.failed
+        sched.fail(
+            member,
+            "SchedulerError",
+            outcome.error if own else message,
+            error=True,
+            profile=profile,
+            elapsed=elapsed,
+            nominating="",
+        )
+    log.info("pod_group_error", pod_group=group.key, message=message)
+    _write(
+        sched, profile, group, {"status": "False", "reason": "SchedulerError", "message": message}
+    )
 
 
 def _nominating(

@@ -11,6 +11,7 @@ import pytest
 
 from podium.algorithms.gang_scheduling import NAME as GANG
 from podium.algorithms.gang_scheduling import GangScheduling
+from podium.framework.plugin import PluginError
 from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
 from podium.policy import default_profile
@@ -500,6 +501,66 @@ async def test_an_invalid_group_is_a_scheduler_error(
     assert binder.messages == dict.fromkeys(pending, message)
     (cond,) = [body["status"]["conditions"][-1] for _, body in binder.client.patches]
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "SchedulerError", message)
+
+
+BOOM = 'running PreFilter plugin "NodeResourcesFit": boom'
+OTHER_FAILED = f"failed to schedule other pod from a pod group: {BOOM}"
+POST_FILTER_ERROR = (
+    f'error in "DefaultPreemption" PodGroupPostFilter plugins: pod group preemption: {OTHER_FAILED}'
+)
+
+
+@pytest.mark.parametrize(
+    ("erring", "taken", "messages"),
+    [
+        # In the cycle itself: no other member is tried, no preemption runs.
+        ("m0", "1", {"m0": BOOM, "m1": OTHER_FAILED}),
+        ("m1", "1", {"m0": OTHER_FAILED, "m1": BOOM}),
+        # Only in preemption's scheduling function (m1 is tried there alone): the
+        # PodGroupPostFilter's Error becomes every member's status, nothing is evicted.
+        ("m1", "4", {"m0": POST_FILTER_ERROR, "m1": POST_FILTER_ERROR}),
+    ],
+    ids=["first-member", "second-member", "in-preemption"],
+)
+async def test_a_members_plugin_error_fails_its_group_as_an_error(
+    erring: str, taken: str, messages: dict[str, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member's cycle returns an Error (podGroupSchedulingDefaultAlgorithm): nothing
+    stays assumed, the member that erred fails with its own error and the others with
+    the group's, and the condition is a SchedulerError (submitPodGroupAlgorithmResult);
+    an Error from PodGroupPostFilter is given to every member
+    (applyPodGroupPostFilterResult)."""
+    binder = _Binder(client=_PreemptingClient())
+    profile = default_profile("podium")
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": profile})
+    sched.pod_groups.served = True
+    sched.on_node("ADDED", node("n0", cpu="4"))
+    sched.on_pod("ADDED", pod("low", cpu=taken, node_name="n0", priority=0))
+    group = _group("g", 2)
+    group["spec"]["priority"] = 100
+    sched.on_pod_group("podgroups", "ADDED", group)
+    for name in ("m0", "m1"):
+        sched.on_pod("ADDED", _member(name, "1", priority=100))
+    (fit,) = [p for p in profile.filters if p.name == "NodeResourcesFit"]
+    real = fit.pre_filter
+
+    def pre_filter(cycle: Any) -> Any:
+        if cycle.pod.name == erring:
+            raise PluginError(BOOM)
+        return real(cycle)
+
+    monkeypatch.setattr(fit, "pre_filter", pre_filter)
+    sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+    await sched.settle()
+    client = cast(_PreemptingClient, binder.client)
+    assert binder.bound == {} and client.deleted == []
+    assert binder.messages == messages
+    assert [s.pod.name for s in sched.cache.pods.values()] == ["low"]
+    group_message = messages["m0" if erring == "m1" else "m1"]
+    written = [b["status"]["conditions"][-1] for path, b in client.patches if "podgroups" in path]
+    assert [(c["status"], c["reason"], c["message"]) for c in written] == [
+        ("False", "SchedulerError", group_message)
+    ]
 
 
 async def test_dry_run_decides_a_group_and_never_binds_or_writes() -> None:

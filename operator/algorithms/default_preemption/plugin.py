@@ -175,6 +175,8 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin):
         code = "Success" if result.success else "Unschedulable"
         if result.unresolvable:
             code = "UnschedulableAndUnresolvable"
+        if result.error:
+            code = "Error"
         handle.metrics.workload_preemption_attempts.labels(code).inc()
         if result.victims:
             log.info(
@@ -191,7 +193,9 @@ class DefaultPreemption(PostFilterPlugin, PodGroupPostFilterPlugin):
             handle.preempting("podgroup", [e.pod.uid for e in failed.entries], evicting)
         if result.success:
             return PodGroupPostFilterResult(Status("Success", result.message), result.nominations)
-        return PodGroupPostFilterResult(Status("Unschedulable", result.message))
+        return PodGroupPostFilterResult(
+            Status("Error" if result.error else "Unschedulable", result.message)
+        )
 
 
 def _answer(result: PreemptionResult) -> PostFilterResult:
