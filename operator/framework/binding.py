@@ -254,12 +254,13 @@ def _group_reserve_plugins(profile: Profile) -> list[ReservePlugin]:
 def run_group_reserve(profile: Profile, handle: BindingHandle, pod: PodInfo, node: str) -> None:
     """A pod-group member assumed by the group's cycle: the filters' Reserve, so the next
     member's Filter sees what it holds (Go runs Reserve as each member is assumed, and
-    ``SignalClaimPendingAllocation`` makes its devices taken). Raises PluginError when a
-    plugin cannot reserve; the group's cycle then fails as a whole."""
+    ``SignalClaimPendingAllocation`` makes its devices taken). Raises PluginError, worded
+    as RunReservePluginsReserve words it, when a plugin cannot reserve; the group's cycle
+    then fails with that member's error."""
     for plugin in _group_reserve_plugins(profile):
         status = plugin.reserve(handle, pod, node)
         if not status.ok:
-            raise PluginError(status.reason)
+            raise PluginError(_failure("Reserve", plugin.name, status).message)
 
 
 def run_group_unreserve(profile: Profile, handle: BindingHandle, pod: PodInfo, node: str) -> None:

@@ -160,7 +160,11 @@ class Board:
         if self.nominator is not None:
             self.nominator.remove(pod.uid)
         if self.reserve is not None:
-            self.reserve(pod, node)
+            try:
+                self.reserve(pod, node)
+            except PluginError:  # assumeAndReserve: unreserveAndForget, then the status
+                self.forget(pod)
+                raise
 
     def forget(self, pod: PodInfo) -> None:
         """unreserveAndForget in a pod-group cycle: Unreserve, forget, and the nomination
@@ -285,6 +289,8 @@ def place_members(
                 within=board.placement,
                 group=board.group,
             )
+            if placement.node:
+                board.assume(pod, placement.node)
         except PluginError as exc:  # an Error, not a rejection: stop, as Go does
             outcome.error, outcome.failed = str(exc), pod.uid
             outcome.placements.append((entry, None))
@@ -292,7 +298,6 @@ def place_members(
         outcome.placements.append((entry, placement))
         remaining -= 1
         if placement.node:
-            board.assume(pod, placement.node)
             snapshot.update(cache)
             assumed.append(pod)
             scheduled += 1

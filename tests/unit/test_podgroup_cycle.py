@@ -11,6 +11,7 @@ import pytest
 
 from podium.algorithms.gang_scheduling import NAME as GANG
 from podium.algorithms.gang_scheduling import GangScheduling
+from podium.framework.extension import Status
 from podium.framework.plugin import PluginError
 from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
@@ -505,25 +506,38 @@ async def test_an_invalid_group_is_a_scheduler_error(
 
 BOOM = 'running PreFilter plugin "NodeResourcesFit": boom'
 OTHER_FAILED = f"failed to schedule other pod from a pod group: {BOOM}"
+RESERVE_BOOM = 'running Reserve plugin "DynamicResources": boom'
 POST_FILTER_ERROR = (
     f'error in "DefaultPreemption" PodGroupPostFilter plugins: pod group preemption: {OTHER_FAILED}'
 )
 
 
 @pytest.mark.parametrize(
-    ("erring", "taken", "messages"),
+    ("point", "erring", "taken", "messages"),
     [
         # In the cycle itself: no other member is tried, no preemption runs.
-        ("m0", "1", {"m0": BOOM, "m1": OTHER_FAILED}),
-        ("m1", "1", {"m0": OTHER_FAILED, "m1": BOOM}),
+        ("pre_filter", "m0", "1", {"m0": BOOM, "m1": OTHER_FAILED}),
+        ("pre_filter", "m1", "1", {"m0": OTHER_FAILED, "m1": BOOM}),
+        # Reserve, as the member is assumed: worded by the Reserve runner, and forgotten.
+        (
+            "reserve",
+            "m1",
+            "1",
+            {"m0": f"failed to schedule other pod from a pod group: {RESERVE_BOOM}"}
+            | {"m1": RESERVE_BOOM},
+        ),
         # Only in preemption's scheduling function (m1 is tried there alone): the
         # PodGroupPostFilter's Error becomes every member's status, nothing is evicted.
-        ("m1", "4", {"m0": POST_FILTER_ERROR, "m1": POST_FILTER_ERROR}),
+        ("pre_filter", "m1", "4", {"m0": POST_FILTER_ERROR, "m1": POST_FILTER_ERROR}),
     ],
-    ids=["first-member", "second-member", "in-preemption"],
+    ids=["first-member", "second-member", "reserve", "in-preemption"],
 )
 async def test_a_members_plugin_error_fails_its_group_as_an_error(
-    erring: str, taken: str, messages: dict[str, str], monkeypatch: pytest.MonkeyPatch
+    point: str,
+    erring: str,
+    taken: str,
+    messages: dict[str, str],
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A member's cycle returns an Error (podGroupSchedulingDefaultAlgorithm): nothing
     stays assumed, the member that erred fails with its own error and the others with
@@ -542,14 +556,21 @@ async def test_a_members_plugin_error_fails_its_group_as_an_error(
     for name in ("m0", "m1"):
         sched.on_pod("ADDED", _member(name, "1", priority=100))
     (fit,) = [p for p in profile.filters if p.name == "NodeResourcesFit"]
-    real = fit.pre_filter
+    (dra,) = [p for p in profile.filters if p.name == "DynamicResources"]
+    real_pre_filter, real_reserve = fit.pre_filter, dra.reserve
 
     def pre_filter(cycle: Any) -> Any:
         if cycle.pod.name == erring:
             raise PluginError(BOOM)
-        return real(cycle)
+        return real_pre_filter(cycle)
 
-    monkeypatch.setattr(fit, "pre_filter", pre_filter)
+    def reserve(handle: Any, p: PodInfo, n: str) -> Status:
+        return Status("Error", "boom") if p.name == erring else real_reserve(handle, p, n)
+
+    if point == "pre_filter":
+        monkeypatch.setattr(fit, "pre_filter", pre_filter)
+    else:
+        monkeypatch.setattr(dra, "reserve", reserve)
     sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
     await sched.settle()
     client = cast(_PreemptingClient, binder.client)
