@@ -54,6 +54,8 @@ class AuditTail:
         self.bound = 0
 
     def seen(self, wanted: Audited) -> bool:
+        """Whether any new line matches ``wanted``; every line is offered to it, so a
+        counting predicate counts each match, however many arrive in one read."""
         with self.path.open("rb") as handle:
             handle.seek(self.offset)
             chunk = handle.read()
@@ -64,7 +66,7 @@ class AuditTail:
             if line.strip():
                 event = json.loads(line)
                 self.bound += self.bind(event)
-                found = found or wanted(event)
+                found = wanted(event) or found
         return found
 
 

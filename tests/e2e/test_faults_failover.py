@@ -178,7 +178,7 @@ async def test_leader_killed_mid_claim_and_gang_writes_standby_holds_no_device_t
         for node in nodes:
             devices = [device(f"gpu-{i}") for i in range(DEVICES)]
             await dra.create("resourceslices", resource_slice(f"{node}-gpus", node, devices))
-        await wait_until(lambda: tail.seen(wanted) and seen[0] >= count, 90, 0.01, point)
+        await wait_until(lambda: tail.seen(wanted) and seen[0] >= count, 90, 0.01, point, leader)
         leader.kill()
         killed = time.monotonic()
         claims_at_kill = await dra.claims()
