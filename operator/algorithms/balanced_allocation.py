@@ -7,8 +7,11 @@ from typing import Any
 
 import numpy as np
 
-from podium.algorithms.node_resources_fit import requested_and_allocatable, resource_weights
-from podium.framework import signers
+from podium.algorithms.node_resources_fit import (
+    requested_and_allocatable,
+    resource_weights,
+    sign_requests,
+)
 from podium.framework.plugin import (
     MAX_NODE_SCORE,
     ClusterEvent,
@@ -29,9 +32,9 @@ class NodeResourcesBalancedAllocation(ScorePlugin):
     events = ClusterEvent.NODE_ADD | ClusterEvent.NODE_ALLOCATABLE
 
     def sign_pod(self, cycle: Cycle) -> SignFragments | None:
-        """BalancedAllocation.SignPod: the pod's requests."""
-        pod = cycle.pod
-        return {signers.RESOURCES: pod.requests}
+        """BalancedAllocation.SignPod: Fit's (``sign_requests``), DRA-backed extended
+        resources refused the same way."""
+        return sign_requests(cycle)
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

@@ -44,6 +44,21 @@ from podium.framework.registry import register
 from podium.kube.resource_names import is_extended_resource, is_scalar_resource
 
 TOO_MANY_PODS = "Too many pods"
+
+
+def sign_requests(cycle: Cycle) -> SignFragments | None:
+    """The SignPod of Fit and BalancedAllocation: the pod's requests; a pod asking a
+    resource that a DeviceClass backs is unsignable (shouldDelegateResourceToDRA with no
+    node: the class alone decides), so DRA-backed extended resources never batch."""
+    pod = cycle.pod
+    asked = [name for name, amount in pod.requests.items() if amount and is_dra_extended_name(name)]
+    if asked:
+        classes = resolver(cycle.snapshot.dra.classes)
+        if any(name in classes for name in asked):
+            return None
+    return {signers.RESOURCES: pod.requests}
+
+
 DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
 DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, 10), (100, 0))
 # Keeps (allocatable - requested) * 100 inside int64 for absurd node sizes.
@@ -126,18 +141,9 @@ class NodeResourcesFit(FilterPlugin, ScorePlugin):
     )
 
     def sign_pod(self, cycle: Cycle) -> SignFragments | None:
-        """Fit.SignPod: the pod's requests (computePodResourceRequest); a pod asking a
-        resource that a DeviceClass backs is unsignable (shouldDelegateResourceToDRA with
-        no node: the class alone decides), so DRA-backed extended resources never batch."""
-        pod = cycle.pod
-        asked = [
-            name for name, amount in pod.requests.items() if amount and is_dra_extended_name(name)
-        ]
-        if asked:
-            classes = resolver(cycle.snapshot.dra.classes)
-            if any(name in classes for name in asked):
-                return None
-        return {signers.RESOURCES: pod.requests}
+        """Fit.SignPod: the pod's requests (computePodResourceRequest), unless it asks a
+        DRA-backed extended resource (``sign_requests``)."""
+        return sign_requests(cycle)
 
     def __init__(self, args: Mapping[str, Any] | None = None) -> None:
         super().__init__(args)

@@ -286,11 +286,14 @@ class OpportunisticBatch:
             self.stats.attempts[(self.profile, result)] += 1
 
     def _compatible(self, signature: bytes | None, count: int, nominated: str) -> bool:
-        """batchStateCompatible, its checks in Go's order."""
+        """batchStateCompatible, its checks in Go's order. The members of one pod-group
+        cycle share its count, so a member may take the hint the member before it left
+        (Go allows it with GenericWorkload on, the only gate under which those cycles
+        exist)."""
         state = self.state
         if state is None or len(state.nodes) == 0:
             return False
-        if count != self.last.count + 1:
+        if count != self.last.count + 1 and count != self.last.count:
             self._flush(POD_SKIPPED)
             return False
         if not self.last.succeeded:

@@ -351,8 +351,9 @@ def schedule(
     only: every plugin still sees the whole cluster, as PreFilter does in Go.
 
     ``cycle_count`` is the queue's scheduling cycle (Go's CurrentCycle) of a live
-    single-pod cycle: with it the profile's opportunistic batch takes part
-    (``framework/batch.py``); without it (dry runs, pod-group trials) it does not.
+    cycle: with it the profile's opportunistic batch takes part
+    (``framework/batch.py``), in a pod-group cycle's members and trials too, as Go's
+    schedulePod does for each; without it (tools' dry runs) it does not.
 
     ``group`` is the state the members of one pod-group cycle share (``Cycle.group``).
     """
@@ -384,7 +385,7 @@ def schedule(
     node = nominated_node or pod.nominated_node
     batch = signature = None
     hint = ""
-    if cycle_count is not None and within is None and profile.opportunistic_batching:
+    if cycle_count is not None and profile.opportunistic_batching:
         batch = state.batch(profile)
         signature = sign_pod(profile, cycle)
 
@@ -397,7 +398,8 @@ def schedule(
     rejected = None
     if row is not None and (within is None or tried in within):
         # evaluateNominatedNode: the node an earlier preemption freed, else the batch's
-        # hint, is tried first.
+        # hint, is tried first; outside a trial's nodes it is not tried (the hint stays
+        # spent, as Go's GetNodeHint popped it).
         nodes = np.array([row], dtype=np.intp)
         if filter_nodes(profile, cycle, nodes, None, held).size:
             if batch is not None:

@@ -148,6 +148,10 @@ class Board:
     # Go's PodGroupCycleState: what the members' plugins share within this cycle (a
     # claim allocated in flight by one member, for the others that name it).
     group: dict[str, Any] = field(default_factory=dict)
+    # The queue's scheduling cycle the members share (Go's CurrentCycle): with it each
+    # member's schedulePod takes part in the profile's opportunistic batch, in every
+    # trial and in preemption's dry run too; None in tools, which do not batch.
+    cycle: int | None = None
 
     def restricted(self, names: list[str]) -> Board:
         return replace(self, placement=frozenset(names))
@@ -287,6 +291,7 @@ def place_members(
                 nominated=nominator.by_node if nominator is not None else None,
                 nominated_node=nominator.node_of(pod.uid) if nominator is not None else "",
                 within=board.placement,
+                cycle_count=board.cycle,
                 group=board.group,
             )
             if placement.node:

@@ -250,6 +250,7 @@ def _decide(
         sched.nominator,
         reserve=held.reserve,
         unreserve=held.unreserve,
+        cycle=entries[0].cycle,
     )
     outcome = place_group(board, profile, group, live, scheduled)
     elapsed = time.perf_counter() - started
@@ -275,7 +276,9 @@ def _decide(
     nominations: Mapping[str, str] = {}
     if not outcome.success:
         # The PodGroupPostFilter plugins; Go appends their reasons to the group's status.
-        preemptor = Board(sched.algorithm, sched.cache, sched.snapshot, sched.nominator)
+        preemptor = Board(
+            sched.algorithm, sched.cache, sched.snapshot, sched.nominator, cycle=board.cycle
+        )
         failed = FailedGroup(profile, group, live, scheduled, preemptor)
         answer = run_pod_group_post_filter(profile, sched.handle, failed)
         if answer.status.code == "Error":  # every result takes the PostFilter's Error

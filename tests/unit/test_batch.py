@@ -11,11 +11,14 @@ import pytest
 from podium.framework.batch import MAX_BATCH_AGE, BatchStats, SortedNodes, heap_top, sign_pod
 from podium.framework.cycle import Scheduler
 from podium.framework.plugin import Cycle
+from podium.framework.podgroup import Board, place_group
 from podium.framework.profile import Profile
+from podium.framework.queued import QueuedPod
 from podium.kube.objects import PodInfo, parse_node, parse_pod
 from podium.metrics import Metrics
 from podium.policy import PolicyError, build_profile
 from podium.state.cache import Cache
+from podium.state.podgroups import parse_pod_group
 from podium.state.snapshot import Snapshot
 from tests.unit.builders import node, pod
 
@@ -118,12 +121,29 @@ def test_which_pods_are_signed(spec: dict[str, Any], extra: dict[str, Any], sign
         ),
     ],
 )
-def test_fit_refuses_dra_backed_extended_resources(
-    resource: str, classes: tuple[dict[str, Any], ...], signable: bool
+@pytest.mark.parametrize(
+    "plugins",
+    [
+        pytest.param({}, id="both"),
+        pytest.param(
+            {
+                "filters": [{"name": "NodeName"}],
+                "scores": [{"name": "NodeResourcesBalancedAllocation"}],
+            },
+            id="balanced-allocation-alone",
+        ),
+    ],
+)
+def test_fit_and_balanced_allocation_refuse_dra_backed_extended_resources(
+    resource: str,
+    classes: tuple[dict[str, Any], ...],
+    signable: bool,
+    plugins: dict[str, Any],
 ) -> None:
-    """Fit.SignPod: a requested resource a DeviceClass backs makes the pod unsignable,
-    whatever the nodes offer (shouldDelegateResourceToDRA without a node)."""
-    profile = build_profile(BATCHING)
+    """Fit.SignPod and BalancedAllocation.SignPod: a requested resource a DeviceClass
+    backs makes the pod unsignable, whatever the nodes offer (shouldDelegateResourceToDRA
+    without a node)."""
+    profile = build_profile({**BATCHING, **plugins})
     raw = pod("p", cpu="1")
     raw["spec"]["containers"][0]["resources"]["requests"][resource] = "1"
     assert (_sign(profile, parse_pod(raw), classes) is not None) is signable
@@ -338,6 +358,84 @@ def test_a_nominated_pod_bypasses_the_batch() -> None:
     assert placement.node == "n2" and placement.hint == ""
     assert stats.flushes[("podium", "pod_nominated")] == 1
     assert stats.flushes[("podium", "empty_list")] == 1  # a single feasible node stores none
+
+
+RACK = "example.com/rack"
+
+
+def _in_cycles(
+    spec: dict[str, Any], racks: bool, cycles: list[list[str]]
+) -> tuple[list[str], BatchStats]:
+    """Each cycle's pods in turn on CPUS (n0 and n1 in rack r0, n2 and n3 in r1), the
+    queue's count going up by one per cycle: one pod is a single-pod cycle; several are
+    a gang of them all, placed by a pod-group cycle (each rack tried in turn when
+    ``racks``), its members sharing the count as Go's schedulePod calls do. Where each
+    pod went, and what the batch recorded."""
+    profile = build_profile({**spec, "topologyAwareWorkloadScheduling": racks})
+    cache = Cache()
+    for i, cpu in enumerate(CPUS):
+        labels = {RACK: f"r{i // 2}"}
+        cache.add_node(parse_node(node(f"n{i}", cpu=cpu, memory="64Gi", labels=labels)))
+    state = Scheduler(random.Random(7))
+    stats = state.batch_stats = BatchStats()
+    placed: list[str] = []
+    for count, cpus in enumerate(cycles, start=1):
+        pods = [
+            parse_pod(pod(f"c{count}-{i}", cpu=cpu, memory="1Gi", created="2025-01-01T00:00:00Z"))
+            for i, cpu in enumerate(cpus)
+        ]
+        if len(pods) == 1:
+            (incoming,) = pods
+            where = state.schedule(profile, _snapshot(cache), incoming, cycle_count=count).node
+            placed.append(where)
+            cache.assume_pod(incoming, where)
+            continue
+        body: dict[str, Any] = {
+            "metadata": {"name": f"g{count}", "namespace": "default"},
+            "spec": {"schedulingPolicy": {"gang": {"minCount": len(pods)}}},
+        }
+        if racks:
+            body["spec"]["schedulingConstraints"] = {"topology": [{"key": RACK}]}
+        board = Board(state, cache, _snapshot(cache), cycle=count)
+        entries = [QueuedPod(p) for p in pods]
+        outcome = place_group(board, profile, parse_pod_group(body), entries, [])
+        assert outcome.success, outcome.status_message()
+        placed += [p.node for _, p in outcome.placements if p is not None]
+    return placed, stats
+
+
+@pytest.mark.parametrize(
+    ("racks", "cycles", "attempts"),
+    [
+        # A gang of three 3-cpu pods: the second and third members take the hints the
+        # member before them left, as batchStateCompatible allows within one count.
+        pytest.param(False, [["3", "3", "3"]], {"no_hint": 1, "hint_used": 2}, id="gang"),
+        # The gang's first member takes the hint the single pod of the cycle before left.
+        pytest.param(False, [["3"], ["3", "3"]], {"no_hint": 1, "hint_used": 2}, id="pod-gang"),
+        # The pod after the gang takes the hint its last member left.
+        pytest.param(False, [["3", "3"], ["3"]], {"no_hint": 1, "hint_used": 2}, id="gang-pod"),
+        # Two 1-cpu members, rack r0 then rack r1. In r0 the second takes the first's hint.
+        # In r1 the first is handed an r0 node, outside its trial: it is not tried, the
+        # search runs in r1, and the hint counts as not used (Go's evaluateNominatedNode
+        # returns no node for it); the second takes the r1 hint.
+        pytest.param(
+            True,
+            [["1", "1"]],
+            {"no_hint": 1, "hint_used": 2, "hint_not_used": 1},
+            id="trials-by-rack",
+        ),
+    ],
+)
+def test_pod_group_members_share_the_batch(
+    racks: bool, cycles: list[list[str]], attempts: dict[str, int]
+) -> None:
+    """kube-scheduler's pod-group cycle runs schedulePod for each member of each trial
+    with the queue's one CurrentCycle, so batching spans the members; the nodes taken
+    are the ones full cycles take (the tied 4-cpu nodes in either order)."""
+    placed, stats = _in_cycles(BATCHING, racks, cycles)
+    assert {r: n for (_, r), n in stats.attempts.items()} == attempts
+    full, _ = _in_cycles({**BATCHING, "opportunisticBatching": False}, racks, cycles)
+    assert sorted(placed) == sorted(full)
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from podium.framework.extension import Status
 from podium.framework.plugin import PluginError
 from podium.framework.podgroup import MIN_COUNT_WAIT, NO_VICTIMS
 from podium.kube.objects import PodInfo
-from podium.policy import default_profile
+from podium.policy import build_profile, default_profile
 from podium.scheduling.binder import Binder, BindOutcome, status_patch
 from podium.scheduling.nominator import Nominator
 from podium.scheduling.podgroup_cycle import merged_conditions
@@ -864,6 +864,36 @@ async def test_a_dry_run_gives_back_the_nominations_it_took() -> None:
         "m0": "n0",
         "m1": "n1",
         "m2": "",
+    }
+
+
+async def test_members_take_batching_hints_in_the_live_cycle() -> None:
+    """In a profile where opportunistic batching fires, the live pod-group cycle hands
+    its members the queue's one cycle count (Go's CurrentCycle in each member's
+    schedulePod): the second and third 3-cpu members take the hints the member before
+    them left, and the next pod the hint the last member left."""
+    binder = _Binder()
+    spec = {
+        "schedulerName": "podium",
+        "pluginArgs": {"podTopologySpread": {"defaultingType": "List"}},
+    }
+    sched = PodiumScheduler(cast(Binder, binder), {"podium": build_profile(spec)})
+    sched.pod_groups.served = True
+    for i, cpu in enumerate(("2", "5", "4", "4", "4")):
+        sched.on_node("ADDED", node(f"n{i}", cpu=cpu))
+    sched.on_pod_group("podgroups", "ADDED", _group("g", 3))
+    for name in ("m0", "m1", "m2"):
+        sched.on_pod("ADDED", _member(name, "3", created=EARLIER))
+    sched.on_pod("ADDED", pod("after", cpu="3"))
+    for _ in range(2):  # the gang's cycle, then the pod's
+        sched.schedule_one(await asyncio.wait_for(sched.queue.pop(), 1))
+        await sched.settle()
+    assert sorted(binder.bound) == ["after", "m0", "m1", "m2"]
+    stats = sched.algorithm.batch_stats
+    assert stats is not None
+    assert {result: n for (_, result), n in stats.attempts.items()} == {
+        "no_hint": 1,
+        "hint_used": 3,
     }
 
 
