@@ -200,3 +200,35 @@ def generate_volume_gangs(seed: int) -> VolumeGangScenario:
     scenario.claims = [rng.randrange(i) if i and rng.random() < 0.3 else i for i in range(size)]
     scenario.min_count = rng.randint(max(1, size - 1), size)
     return scenario
+
+
+@dataclass
+class BatchGangScenario:
+    """Empty nodes and one gang of equal members, minCount all of them, in a profile where
+    opportunistic batching fires: its members share one pod-group cycle, so each may take
+    the hint the member before it left. The gang is sometimes too big for the nodes.
+
+    The nodes are empty and of two sizes, so nodes that tie on score are alike and the
+    hints a burst of members takes do not depend on how either scheduler broke a tie.
+    """
+
+    seed: int
+    node_cpus: list[int] = field(default_factory=list)
+    members: int = 2
+    request_m: int = 1000
+
+    def nodes(self, prefix: str) -> list[dict[str, Any]]:
+        return [
+            make_node(f"{prefix}-n{i}", cpu=str(cpu), labels={SIDE: prefix})
+            for i, cpu in enumerate(self.node_cpus)
+        ]
+
+
+def generate_batch_gang(seed: int) -> BatchGangScenario:
+    rng = random.Random(seed)
+    scenario = BatchGangScenario(seed)
+    sizes = rng.sample(CPUS, 2)
+    scenario.node_cpus = [rng.choice(sizes) for _ in range(rng.randint(2, 6))]
+    scenario.members = rng.randint(2, 7)
+    scenario.request_m = rng.choice((600, 1000, 1500, 2500))
+    return scenario

@@ -51,11 +51,13 @@ from tests.e2e.differential.gang_scenarios import (
     LOW,
     RACK,
     SIDE,
+    BatchGangScenario,
     GangScenario,
     GroupPreemptionScenario,
     SharedClaimScenario,
     VolumeGangScenario,
     generate,
+    generate_batch_gang,
     generate_group_preemption,
     generate_shared_claims,
     generate_volume_gangs,
@@ -579,6 +581,142 @@ async def test_topology_aware_gangs_agree_with_kube_scheduler(
             POLICY_GROUP, POLICY_VERSION, PLURAL, name
         )
     _check(results, "gang-topology", tmp_path / "gang-topology-differential.json")
+
+
+# -- gangs in a batching profile --------------------------------------------------------------
+BATCH_KUBE, BATCH_PODIUM = "gbdiff-kube", "gbdiff-podium"
+# PodTopologySpread without default constraints: every pod can be signed, so
+# OpportunisticBatching fires (docs/batching.md).
+SPREAD_LIST = {"defaultingType": "List", "defaultConstraints": []}
+HINT_RESULTS = ("no_hint", "hint_used", "hint_not_used")
+
+
+def _hint_counts(text: str, profile: str) -> dict[str, int]:
+    """scheduler_batch_attempts_total of ``profile``, by result."""
+    name = "scheduler_batch_attempts_total"
+    return {r: int(metric(text, name, f'profile="{profile}",result="{r}"')) for r in HINT_RESULTS}
+
+
+async def _batch_hints(kube: KubeScheduler, podium: Any) -> dict[str, dict[str, int]]:
+    return {
+        BATCH_KUBE: _hint_counts(await scrape_kube(kube), BATCH_KUBE),
+        BATCH_PODIUM: _hint_counts(await podium.metrics(), BATCH_PODIUM),
+    }
+
+
+async def _batch_run(
+    api: ApiClient, namespace: str, scenario: BatchGangScenario, kube: KubeScheduler, podium: Any
+) -> dict[str, Any]:
+    """One gang per scheduler on its own empty nodes: how many members each bound, and
+    the batch's attempts by result over the gang's cycle."""
+    core = client.CoreV1Api(api)
+    sides = {
+        BATCH_KUBE: f"{namespace[:14]}-b{scenario.seed}-k",
+        BATCH_PODIUM: f"{namespace[:14]}-b{scenario.seed}-p",
+    }
+    nodes = [n for prefix in sides.values() for n in scenario.nodes(prefix)]
+    kube_log = KubeLog(kube.log_path)
+    mark = kube_log.mark()
+    await create_nodes(api, nodes)
+    try:
+        await kube_log.wait_events(
+            [(kube_scores.NODE_ADDED, n["metadata"]["name"]) for n in nodes], after=mark
+        )
+        await asyncio.sleep(SETTLE)
+        before = await _batch_hints(kube, podium)
+        for scheduler, prefix in sides.items():
+            # The group first: neither scheduler starts its cycle before every member is in.
+            await create_group(api, namespace, pod_group(f"{prefix}-g", scenario.members))
+            for i in range(scenario.members):
+                body = member(
+                    f"{prefix}-m{i}",
+                    f"{prefix}-g",
+                    scheduler,
+                    f"{scenario.request_m}m",
+                    {SIDE: prefix},
+                )
+                body["metadata"]["labels"] = {"gang-member": prefix}
+                await core.create_namespaced_pod(namespace, cast(Any, body))
+        observed = await _settle(api, namespace, sides, None, podium)
+        after = await _batch_hints(kube, podium)
+    finally:
+        await core.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+        await delete_nodes(api, [n["metadata"]["name"] for n in nodes])
+    result: dict[str, Any] = {"seed": scenario.seed, "scenario": vars(scenario)}
+    for scheduler, prefix in sides.items():
+        hints = {r: after[scheduler][r] - before[scheduler][r] for r in HINT_RESULTS}
+        result[scheduler] = {"bound": observed[prefix]["bound"], "hints": hints}
+    kube_side, mine = result[BATCH_KUBE], result[BATCH_PODIUM]
+    if kube_side["bound"] != mine["bound"]:
+        result["disagree"] = "bound"
+    elif kube_side["bound"] == scenario.members and kube_side["hints"] != mine["hints"]:
+        # A gang that failed waits for an event, and a retry one scheduler ran before the
+        # last scrape would add its cycle's attempts: only placed gangs are compared.
+        result["disagree"] = "hints"
+    return result
+
+
+@pytest.mark.usefixtures("crd")
+async def test_gangs_in_a_batching_profile_agree_with_kube_scheduler(
+    api_client: ApiClient,
+    namespace: str,
+    kube_scheduler: Any,
+    podium: Any,
+    pytestconfig: pytest.Config,
+    tmp_path: Path,
+) -> None:
+    """A gang's members take the batch's hints within their one pod-group cycle, as
+    kube-scheduler's do (batchStateCompatible with GenericWorkload on): the same members
+    bound and, for each placed gang, the same attempts by result (no hint, hint used,
+    hint not used)."""
+    batch_args = {"name": "PodTopologySpread", "args": SPREAD_LIST}
+    kube = await kube_scheduler(
+        BATCH_KUBE, feature_gates=WORKLOAD_GATES, verbosity=5, plugin_config=[batch_args]
+    )
+    proc = await podium()
+    name = f"{namespace}-batching"[:63]
+    spec = {"schedulerName": BATCH_PODIUM, "pluginArgs": {"podTopologySpread": SPREAD_LIST}}
+    objects = client.CustomObjectsApi(api_client)
+    await objects.create_cluster_custom_object(
+        POLICY_GROUP,
+        POLICY_VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{POLICY_GROUP}/{POLICY_VERSION}",
+            "kind": "SchedulerPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+
+    async def accepted() -> bool:
+        policy = await _policy(api_client, name)
+        return _condition(policy, "Accepted").get("status") == "True"
+
+    results: list[dict[str, Any]] = []
+    try:
+        await wait_for(accepted, timeout=20, message="policy accepted")
+        for seed in range(max(5, int(pytestconfig.getoption("--scenarios")) // 5)):
+            scenario = generate_batch_gang(seed)
+            try:
+                results.append(await _batch_run(api_client, namespace, scenario, kube, proc))
+            except (TimeoutError, ApiException) as exc:
+                results.append({"seed": seed, "disagree": f"harness: {exc}"})
+    finally:
+        await objects.delete_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, PLURAL, name)
+    report = tmp_path / "gang-batching-differential.json"
+    report.write_text(json.dumps(results, indent=1))
+    bad = [r for r in results if "disagree" in r]
+    placed = [r for r in results if r.get(BATCH_KUBE, {}).get("bound")]
+    used = sum(r[BATCH_KUBE]["hints"]["hint_used"] for r in placed)
+    summary = (
+        f"[gang-batching] {len(results) - len(bad)}/{len(results)} scenarios agree; "
+        f"{len(placed)} gangs placed, {used} hints used by kube-scheduler in them "
+        f"(report: {report})"
+    )
+    print(summary)
+    assert not bad, summary + "\n" + "\n".join(json.dumps(r) for r in bad[:10])
+    assert used > 0, summary
 
 
 # -- workload-aware preemption --------------------------------------------------------------
