@@ -447,12 +447,16 @@ def _restricted_order(
     restricting: list[str],
     within: frozenset[str] | None,
 ) -> IndexArray:
-    """The rotated node order less the nodes outside ``within`` and, marked unresolvable,
-    those PreFilter results (``allowed``) leave out."""
+    """The rotated node order less, marked unresolvable, the nodes PreFilter results
+    (``allowed``) leave out. In a trial it is the trial's nodes alone, in snapshot order,
+    rotated by the start index modulo their count: Go's findNodesThatPassFilters walks
+    ``ListNodesInPlacement()`` from ``nextStartNodeIndex % len(nodes)``."""
     total = len(snapshot)
-    order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
     if within is not None:
-        order = order[np.fromiter((snapshot.names[i] in within for i in order), bool, total)]
+        rows = np.flatnonzero(np.fromiter((name in within for name in snapshot.names), bool, total))
+        order = np.roll(rows, -(state.next_start % rows.size)) if rows.size else rows
+    else:
+        order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
     if allowed is not None:
         keep = np.fromiter((snapshot.names[i] in allowed for i in order), bool, count=order.size)
         excluded = order[~keep]
@@ -522,8 +526,10 @@ def _find_feasible(
         processed = start + nodes.size
     if rejected is not None and not _in_window(snapshot, state, order, processed, rejected):
         processed += 1
-    if total:
-        state.next_start = (state.next_start + processed) % total
+    # Go takes it modulo len(ListNodesInPlacement()): a trial's node count.
+    listed = total if within is None else sum(1 for name in within if name in snapshot.index)
+    if listed:
+        state.next_start = (state.next_start + processed) % listed
 
     if len(feasible) == 1:
         candidates = feasible[0]

@@ -190,3 +190,32 @@ def test_round_robin_start_advances() -> None:
     spec = {**CORE, "percentageOfNodesToScore": 50}
     state.schedule(build_profile(spec), snap, parse_pod(pod("p")))
     assert state.next_start == 100
+
+
+@pytest.mark.parametrize(
+    ("nodes", "trial", "start", "chosen", "after"),
+    [
+        # Six alike nodes, the trial the last three. Go walks ListNodesInPlacement() (the
+        # trial's nodes) from nextStartNodeIndex % 3, so start 2 finds n5 first, and the
+        # first found wins a tie; the next start is (2 + 3) % 3.
+        pytest.param(6, range(3, 6), 2, "n005", 2, id="start-inside-the-trial"),
+        pytest.param(6, range(3, 6), 0, "n003", 0, id="start-zero"),
+        pytest.param(6, range(3, 6), 4, "n004", 1, id="start-past-the-trial-size"),
+        # 300 nodes, a trial of 200: 49% of 200 is 98, so 100 feasible are found, from the
+        # trial's 50th node (start 250 % 200): n050 first, then the next start is 150.
+        pytest.param(300, range(200), 250, "n050", 150, id="window-in-a-large-trial"),
+        # Every node in the trial: the whole list, as AssumePlacement's shortcut.
+        pytest.param(6, range(6), 4, "n004", 4, id="trial-of-every-node"),
+    ],
+)
+def test_a_trial_searches_its_own_nodes_from_the_start_index(
+    nodes: int, trial: range, start: int, chosen: str, after: int
+) -> None:
+    """findNodesThatPassFilters in a pod-group trial (AssumePlacement): the nodes it walks
+    and the nextStartNodeIndex it leaves are the trial's, not the cluster's."""
+    snap = _snapshot([node(f"n{i:03}") for i in range(nodes)])
+    state = Scheduler(random.Random(0))
+    state.next_start = start
+    within = frozenset(f"n{i:03}" for i in trial)
+    placement = state.schedule(build_profile(CORE), snap, parse_pod(pod("p")), within=within)
+    assert (placement.node, state.next_start) == (chosen, after)
