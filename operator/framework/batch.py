@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from podium.framework import signers
-from podium.framework.plugin import Cycle, IndexArray, IntArray, signs
+from podium.framework.plugin import Cycle, IndexArray, IntArray, PluginError, signs
 from podium.framework.profile import Profile
 from podium.metrics import Metrics
 from podium.state.snapshot import Snapshot
@@ -48,6 +48,8 @@ NO_HINT, HINT_USED, HINT_NOT_USED = "no_hint", "hint_used", "hint_not_used"
 POD_SKIPPED, POD_FAILED, POD_NOMINATED = "pod_skipped", "pod_failed", "pod_nominated"
 NODE_MISSING, EMPTY_LIST, EXPIRED = "node_missing", "empty_list", "expired"
 POD_INCOMPATIBLE, POD_NOT_BATCHABLE = "pod_incompatible", "pod_not_batchable"
+FILTER_ERROR, PRESCORE_ERROR = "filter_error", "prescore_error"
+RESCORE_ERROR, NORMALIZE_ERROR = "rescore_error", "normalize_error"
 
 
 def batchable(profile: Profile) -> bool:
@@ -317,22 +319,36 @@ class OpportunisticBatch:
         feasible: Callable[[int], bool],
     ) -> bool:
         """refreshHintCandidates: the node the last pod took, if still feasible for this
-        one, is rescored and competes again; gone from the cluster, the state is unusable."""
+        one, is rescored and competes again; gone from the cluster, or a Filter's Error
+        there (not a rejection), and there is no hint: the cycle goes on without one."""
         row = cycle.snapshot.index.get(self.last.chosen)
         if row is None:
             self._flush(NODE_MISSING)
             return False
-        if not feasible(row):
+        try:
+            fits = feasible(row)
+        except PluginError:
+            self._flush(FILTER_ERROR)
+            return False
+        if not fits:
             return True
         return self._rescore(profile, cycle, row)
 
     def _rescore(self, profile: Profile, cycle: Cycle, row: int) -> bool:
         """rescoreHintedNode: PreScore over the cached candidates and the node, Score on
         the node alone, then every plugin normalises the cached raw scores and the fresh
-        ones together, and a new heap is built over them."""
+        ones together, and a new heap is built over them. An Error at any of the three
+        steps leaves no hint (Go's prescore_error, rescore_error, normalize_error)."""
         started = time.perf_counter()
         if self.stats is not None:
             self.stats.rescores[self.profile] += 1
+        try:
+            return self._rescored(profile, cycle, row)
+        finally:
+            if self.stats is not None:
+                self.stats.rescore_seconds.append((self.profile, time.perf_counter() - started))
+
+    def _rescored(self, profile: Profile, cycle: Cycle, row: int) -> bool:
         state = self.state
         assert state is not None
         snapshot: Snapshot = cycle.snapshot
@@ -343,18 +359,27 @@ class OpportunisticBatch:
             return False
         nodes: IndexArray = np.array([*rows, row], dtype=np.intp)
         scratch = Cycle(cycle.pod, snapshot, dict(cycle.state))
+        try:  # RunPreScorePlugins
+            scorers = [(p, w) for p, w in profile.scores if p.pre_score(scratch, nodes)]
+        except PluginError:
+            self._flush(PRESCORE_ERROR)
+            return False
+        try:  # RunRawScorePlugins, on the rescored node alone
+            fresh = {p.name: p.score(scratch, nodes[-1:]) for p, _ in scorers}
+        except PluginError:
+            self._flush(RESCORE_ERROR)
+            return False
         totals = np.zeros(nodes.size, dtype=np.int64)
         raw: dict[str, IntArray] = {}
-        for scorer, weight in profile.scores:
-            if not scorer.pre_score(scratch, nodes):
-                continue
-            fresh = scorer.score(scratch, nodes[-1:])
-            cached = cached_raw.get(scorer.name)
-            if cached is None:  # not scored last cycle: Go's zero NodeScore
-                cached = np.zeros(nodes.size - 1, dtype=np.int64)
-            raw[scorer.name] = np.concatenate([cached, fresh]).astype(np.int64)
-            totals += scorer.normalize(scratch, nodes, raw[scorer.name].copy()) * weight
+        try:  # NormalizeScores over the cached raw scores and the fresh ones
+            for scorer, weight in scorers:
+                cached = cached_raw.get(scorer.name)
+                if cached is None:  # not scored last cycle: Go's zero NodeScore
+                    cached = np.zeros(nodes.size - 1, dtype=np.int64)
+                raw[scorer.name] = np.concatenate([cached, fresh[scorer.name]]).astype(np.int64)
+                totals += scorer.normalize(scratch, nodes, raw[scorer.name].copy()) * weight
+        except PluginError:
+            self._flush(NORMALIZE_ERROR)
+            return False
         state.nodes = SortedNodes([*cached_names, snapshot.names[row]], totals, raw)
-        if self.stats is not None:
-            self.stats.rescore_seconds.append((self.profile, time.perf_counter() - started))
         return True

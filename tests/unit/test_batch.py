@@ -10,7 +10,7 @@ import pytest
 
 from podium.framework.batch import MAX_BATCH_AGE, BatchStats, SortedNodes, heap_top, sign_pod
 from podium.framework.cycle import Scheduler
-from podium.framework.plugin import Cycle
+from podium.framework.plugin import Cycle, PluginError
 from podium.framework.podgroup import Board, place_group
 from podium.framework.profile import Profile
 from podium.framework.queued import QueuedPod
@@ -358,6 +358,47 @@ def test_a_nominated_pod_bypasses_the_batch() -> None:
     assert placement.node == "n2" and placement.hint == ""
     assert stats.flushes[("podium", "pod_nominated")] == 1
     assert stats.flushes[("podium", "empty_list")] == 1  # a single feasible node stores none
+
+
+@pytest.mark.parametrize(
+    ("plugin", "method", "reason"),
+    [
+        pytest.param("NodeResourcesFit", "filter", "filter_error", id="filter"),
+        pytest.param("NodeResourcesBalancedAllocation", "pre_score", "prescore_error", id="pre"),
+        pytest.param("NodeResourcesBalancedAllocation", "score", "rescore_error", id="score"),
+        pytest.param(
+            "NodeResourcesBalancedAllocation", "normalize", "normalize_error", id="normalize"
+        ),
+    ],
+)
+def test_an_error_while_refreshing_the_hint_leaves_no_hint(
+    plugin: str, method: str, reason: str
+) -> None:
+    """refreshHintCandidates and rescoreHintedNode: an Error (not a rejection) while the
+    last chosen node is re-checked or rescored gives no hint and counts the step's
+    flush; the cycle goes on and places the pod (here the step fails once only)."""
+    profile = build_profile(BATCHING)
+    cache = _cluster(["8", "8", "8"])
+    state = Scheduler(random.Random(1))
+    stats = state.batch_stats = BatchStats()
+    first = parse_pod(pod("p1", cpu="1"))
+    cache.assume_pod(first, state.schedule(profile, _snapshot(cache), first, cycle_count=1).node)
+    plugins = [*profile.filters, *(s for s, _ in profile.scores)]
+    target = next(p for p in plugins if p.name == plugin)  # Fit filters and scores: one object
+    real = getattr(target, method)
+    failures = [PluginError("transient")]
+
+    def once(*args: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return real(*args)
+
+    setattr(target, method, once)
+    second = parse_pod(pod("p2", cpu="1"))
+    placement = state.schedule(profile, _snapshot(cache), second, cycle_count=2)
+    assert not failures, "the step ran"
+    assert placement.node and placement.hint == ""
+    assert stats.flushes[("podium", reason)] == 1
 
 
 RACK = "example.com/rack"
