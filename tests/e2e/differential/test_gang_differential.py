@@ -531,6 +531,27 @@ async def test_gang_scheduling_agrees_with_kube_scheduler(
     _check(results, "gang", tmp_path / "gang-differential.json")
 
 
+async def _accepted_policy(api: ApiClient, name: str, spec: dict[str, Any]) -> None:
+    """Create the SchedulerPolicy ``name`` and wait until Podium has accepted it."""
+    await client.CustomObjectsApi(api).create_cluster_custom_object(
+        POLICY_GROUP,
+        POLICY_VERSION,
+        PLURAL,
+        {
+            "apiVersion": f"{POLICY_GROUP}/{POLICY_VERSION}",
+            "kind": "SchedulerPolicy",
+            "metadata": {"name": name},
+            "spec": spec,
+        },
+    )
+
+    async def accepted() -> bool:
+        policy = await _policy(api, name)
+        return _condition(policy, "Accepted").get("status") == "True"
+
+    await wait_for(accepted, timeout=20, message="policy accepted")
+
+
 @pytest.mark.usefixtures("crd")
 async def test_topology_aware_gangs_agree_with_kube_scheduler(
     api_client: ApiClient,
@@ -548,25 +569,9 @@ async def test_topology_aware_gangs_agree_with_kube_scheduler(
     proc = await podium()
     name = f"{namespace}-topology"[:63]
     spec = {"schedulerName": TOPO_PODIUM, "topologyAwareWorkloadScheduling": True}
-    await client.CustomObjectsApi(api_client).create_cluster_custom_object(
-        POLICY_GROUP,
-        POLICY_VERSION,
-        PLURAL,
-        {
-            "apiVersion": f"{POLICY_GROUP}/{POLICY_VERSION}",
-            "kind": "SchedulerPolicy",
-            "metadata": {"name": name},
-            "spec": spec,
-        },
-    )
-
-    async def accepted() -> bool:
-        policy = await _policy(api_client, name)
-        return _condition(policy, "Accepted").get("status") == "True"
-
-    await wait_for(accepted, timeout=20, message="policy accepted")
     count = max(5, int(pytestconfig.getoption("--scenarios")) // 10)
     try:
+        await _accepted_policy(api_client, name, spec)
         results = await _family(
             api_client,
             namespace,
@@ -676,26 +681,9 @@ async def test_gangs_in_a_batching_profile_agree_with_kube_scheduler(
     proc = await podium()
     name = f"{namespace}-batching"[:63]
     spec = {"schedulerName": BATCH_PODIUM, "pluginArgs": {"podTopologySpread": SPREAD_LIST}}
-    objects = client.CustomObjectsApi(api_client)
-    await objects.create_cluster_custom_object(
-        POLICY_GROUP,
-        POLICY_VERSION,
-        PLURAL,
-        {
-            "apiVersion": f"{POLICY_GROUP}/{POLICY_VERSION}",
-            "kind": "SchedulerPolicy",
-            "metadata": {"name": name},
-            "spec": spec,
-        },
-    )
-
-    async def accepted() -> bool:
-        policy = await _policy(api_client, name)
-        return _condition(policy, "Accepted").get("status") == "True"
-
     results: list[dict[str, Any]] = []
     try:
-        await wait_for(accepted, timeout=20, message="policy accepted")
+        await _accepted_policy(api_client, name, spec)
         for seed in range(max(5, int(pytestconfig.getoption("--scenarios")) // 5)):
             scenario = generate_batch_gang(seed)
             try:
@@ -703,7 +691,9 @@ async def test_gangs_in_a_batching_profile_agree_with_kube_scheduler(
             except (TimeoutError, ApiException) as exc:
                 results.append({"seed": seed, "disagree": f"harness: {exc}"})
     finally:
-        await objects.delete_cluster_custom_object(POLICY_GROUP, POLICY_VERSION, PLURAL, name)
+        await client.CustomObjectsApi(api_client).delete_cluster_custom_object(
+            POLICY_GROUP, POLICY_VERSION, PLURAL, name
+        )
     report = tmp_path / "gang-batching-differential.json"
     report.write_text(json.dumps(results, indent=1))
     bad = [r for r in results if "disagree" in r]
