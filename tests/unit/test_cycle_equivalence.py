@@ -295,8 +295,11 @@ def ref_find_feasible(
         processed = start + nodes.size
     if rejected is not None and not _in_window(snapshot, state, order, processed, rejected):
         processed += 1
-    if total:
-        state.next_start = (state.next_start + processed) % total
+    # A trial's start index runs over its own nodes (ListNodesInPlacement), as the
+    # product's since the trial search was corrected; the filter loop is what is compared.
+    listed = total if within is None else sum(1 for name in within if name in snapshot.index)
+    if listed:
+        state.next_start = (state.next_start + processed) % listed
 
     candidates = np.concatenate(feasible) if feasible else np.zeros(0, dtype=np.intp)
     return candidates, processed
