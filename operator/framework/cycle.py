@@ -446,16 +446,19 @@ def _restricted_order(
     allowed: frozenset[str] | None,
     restricting: list[str],
     within: frozenset[str] | None,
-) -> IndexArray:
+) -> tuple[IndexArray, int]:
     """The rotated node order less, marked unresolvable, the nodes PreFilter results
-    (``allowed``) leave out. In a trial it is the trial's nodes alone, in snapshot order,
-    rotated by the start index modulo their count: Go's findNodesThatPassFilters walks
-    ``ListNodesInPlacement()`` from ``nextStartNodeIndex % len(nodes)``."""
+    (``allowed``) leave out, and how many nodes it was drawn from. In a trial it is the
+    trial's nodes alone, in snapshot order, rotated by the start index modulo their
+    count: Go's findNodesThatPassFilters walks ``ListNodesInPlacement()`` from
+    ``nextStartNodeIndex % len(nodes)``."""
     total = len(snapshot)
     if within is not None:
         rows = np.flatnonzero(np.fromiter((name in within for name in snapshot.names), bool, total))
-        order = np.roll(rows, -(state.next_start % rows.size)) if rows.size else rows
+        listed = int(rows.size)
+        order = np.roll(rows, -(state.next_start % listed)) if listed else rows
     else:
+        listed = total
         order = (state.next_start + np.arange(total, dtype=np.intp)) % max(total, 1)
     if allowed is not None:
         keep = np.fromiter((snapshot.names[i] in allowed for i in order), bool, count=order.size)
@@ -465,7 +468,7 @@ def _restricted_order(
             names = " ".join(sorted(set(restricting)))
             diagnosis.reasons[f"node(s) didn't satisfy plugin(s) [{names}]"] += int(excluded.size)
         order = order[keep]
-    return order
+    return order, listed
 
 
 def _find_feasible(
@@ -489,9 +492,10 @@ def _find_feasible(
     total = len(snapshot)
     # The rotated order is built whole only when a restriction must look at every node;
     # otherwise each chunk is computed when reached, as most cycles stop after the first.
-    order = None
+    # ``listed``: how many nodes the search draws from (ListNodesInPlacement), a trial's.
+    order, listed = None, total
     if within is not None or allowed is not None:
-        order = _restricted_order(snapshot, state, diagnosis, allowed, restricting, within)
+        order, listed = _restricted_order(snapshot, state, diagnosis, allowed, restricting, within)
 
     size = total if order is None else order.size
     wanted = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, size)
@@ -526,8 +530,6 @@ def _find_feasible(
         processed = start + nodes.size
     if rejected is not None and not _in_window(snapshot, state, order, processed, rejected):
         processed += 1
-    # Go takes it modulo len(ListNodesInPlacement()): a trial's node count.
-    listed = total if within is None else sum(1 for name in within if name in snapshot.index)
     if listed:
         state.next_start = (state.next_start + processed) % listed
 

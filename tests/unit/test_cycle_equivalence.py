@@ -261,9 +261,9 @@ def ref_find_feasible(
     total = len(snapshot)
     # The rotated order is built whole only when a restriction must look at every node;
     # otherwise each chunk is computed when reached, as most cycles stop after the first.
-    order = None
+    order, listed = None, total
     if within is not None or allowed is not None:
-        order = _restricted_order(snapshot, state, diagnosis, allowed, restricting, within)
+        order, listed = _restricted_order(snapshot, state, diagnosis, allowed, restricting, within)
 
     size = total if order is None else order.size
     wanted = num_feasible_nodes_to_find(profile.percentage_of_nodes_to_score, size)
@@ -297,7 +297,6 @@ def ref_find_feasible(
         processed += 1
     # A trial's start index runs over its own nodes (ListNodesInPlacement), as the
     # product's since the trial search was corrected; the filter loop is what is compared.
-    listed = total if within is None else sum(1 for name in within if name in snapshot.index)
     if listed:
         state.next_start = (state.next_start + processed) % listed
 
