@@ -44,6 +44,10 @@ from podium.framework.registry import register
 from podium.kube.resource_names import is_extended_resource, is_scalar_resource
 
 TOO_MANY_PODS = "Too many pods"
+DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
+DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, 10), (100, 0))
+# Keeps (allocatable - requested) * 100 inside int64 for absurd node sizes.
+_CLIP = 2**56
 
 
 def sign_requests(cycle: Cycle) -> SignFragments | None:
@@ -57,12 +61,6 @@ def sign_requests(cycle: Cycle) -> SignFragments | None:
         if any(name in classes for name in asked):
             return None
     return {signers.RESOURCES: pod.requests}
-
-
-DEFAULT_RESOURCES: tuple[tuple[str, int], ...] = (("cpu", 1), ("memory", 1))
-DEFAULT_SHAPE: tuple[tuple[int, int], ...] = ((0, 10), (100, 0))
-# Keeps (allocatable - requested) * 100 inside int64 for absurd node sizes.
-_CLIP = 2**56
 
 
 def requested_and_allocatable(
