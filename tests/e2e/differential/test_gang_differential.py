@@ -63,6 +63,7 @@ from tests.e2e.differential.gang_scenarios import (
     generate_volume_gangs,
 )
 from tests.e2e.differential.kube_scores import GROUP_SCHEDULED, KubeLog
+from tests.e2e.differential.test_burst_differential import SPREAD_LIST
 from tests.e2e.dra import (
     Dra,
     claim_spec,
@@ -590,9 +591,6 @@ async def test_topology_aware_gangs_agree_with_kube_scheduler(
 
 # -- gangs in a batching profile --------------------------------------------------------------
 BATCH_KUBE, BATCH_PODIUM = "gbdiff-kube", "gbdiff-podium"
-# PodTopologySpread without default constraints: every pod can be signed, so
-# OpportunisticBatching fires (docs/batching.md).
-SPREAD_LIST = {"defaultingType": "List", "defaultConstraints": []}
 HINT_RESULTS = ("no_hint", "hint_used", "hint_not_used")
 
 
