@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from podium.framework import signers
-from podium.framework.plugin import Cycle, IndexArray, IntArray, PluginError, signs
+from podium.framework.plugin import Cycle, IndexArray, IntArray, Plugin, PluginError, signs
 from podium.framework.profile import Profile
 from podium.metrics import Metrics
 from podium.state.snapshot import Snapshot
@@ -58,14 +58,24 @@ def batchable(profile: Profile) -> bool:
     return all(signs(p) for p in profile.filters) and all(signs(p) for p, _ in profile.scores)
 
 
+def _signing_plugins(profile: Profile) -> tuple[Plugin, ...] | None:
+    """The plugins that sign a pod, filters then scores; None when the profile is not
+    batchable or one plugin signs no pod by its settings alone (the answer, without the
+    work)."""
+    if not batchable(profile):
+        return None
+    plugins = (*profile.filters, *(p for p, _ in profile.scores))
+    return None if any(p.signs_no_pod() for p in plugins) else plugins
+
+
 def sign_pod(profile: Profile, cycle: Cycle) -> bytes | None:
     """frameworkImpl.SignPod: the scheduler name and every plugin's fragments (one per
     key, the first plugin's), or None when the profile or any plugin cannot sign the
     cycle's pod."""
-    if not profile.opportunistic_batching or not batchable(profile):
+    if not profile.opportunistic_batching:
         return None
-    plugins = [*profile.filters, *(p for p, _ in profile.scores)]
-    if any(plugin.signs_no_pod() for plugin in plugins):  # the answer, without the work
+    plugins = profile.derived(sign_pod, lambda: _signing_plugins(profile))
+    if plugins is None:
         return None
     signature: dict[str, object] = {signers.SCHEDULER_NAME: cycle.pod.scheduler_name}
     seen: set[str] = set()

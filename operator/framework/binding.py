@@ -15,7 +15,7 @@ import asyncio
 import random
 from collections.abc import Awaitable, Callable, Coroutine, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import structlog
 
@@ -92,11 +92,25 @@ def _failure(point: str, plugin: str, status: Status) -> Failure:
     return Failure(f'running {point} plugin "{plugin}": {status.reason}', plugin, rejected=False)
 
 
-def _plugins(profile: Profile) -> list[Plugin]:
+P = TypeVar("P", bound=Plugin)
+
+
+def _plugins(profile: Profile) -> tuple[Plugin, ...]:
     """The plugins that may implement a point: the profile's gates (SchedulingGates, first
     as in kube-scheduler's profile), its filters, its extensions, then its own queueing
     plugins (GangScheduling, last)."""
-    return [*profile.gates, *profile.filters, *profile.extensions, *profile.queueing]
+    return (*profile.gates, *profile.filters, *profile.extensions, *profile.queueing)
+
+
+def implementing(profile: Profile, point: Callable[..., P]) -> tuple[P, ...]:
+    """The profile's plugins that implement ``point`` (an extension point's class), in
+    order, picked once per plugin list (``Profile.derived``)."""
+    kind = cast(type, point)  # a Callable, so that mypy takes the abstract classes
+
+    def pick() -> tuple[P, ...]:
+        return tuple(p for p in _plugins(profile) if isinstance(p, kind))  # type: ignore[misc]
+
+    return profile.derived(point, pick)
 
 
 def go_duration(seconds: float) -> str:
@@ -240,7 +254,7 @@ def warm_ups(profile: Profile, event: ClusterEvent) -> Iterator[WarmUpPlugin]:
 def run_hints(profile: Profile, handle: BindingHandle, kind: str, key: str, done: set[str]) -> None:
     """The profile's queueing hints for one changed object; ``done`` holds the plugins
     already asked (by another profile)."""
-    for plugin in (p for p in _plugins(profile) if isinstance(p, QueueingHintPlugin)):
+    for plugin in implementing(profile, QueueingHintPlugin):
         if plugin.name not in done:
             done.add(plugin.name)
             plugin.hint(handle, kind, key)
@@ -276,7 +290,7 @@ def run_pre_enqueue(
     profile: Profile, handle: BindingHandle, pod: PodInfo
 ) -> tuple[str, str] | None:
     """RunPreEnqueuePlugins: the first plugin that turns the pod away, and why."""
-    for plugin in (p for p in _plugins(profile) if isinstance(p, PreEnqueuePlugin)):
+    for plugin in implementing(profile, PreEnqueuePlugin):
         status = plugin.pre_enqueue(handle, pod)
         if not status.ok:
             return plugin.name, status.reason
@@ -346,7 +360,7 @@ def run_post_filter(
 
 def run_reserve(profile: Profile, handle: BindingHandle, pod: PodInfo, node: str) -> Failure | None:
     """RunReservePluginsReserve: the first failure stops it."""
-    for plugin in (p for p in _plugins(profile) if isinstance(p, ReservePlugin)):
+    for plugin in implementing(profile, ReservePlugin):
         status = plugin.reserve(handle, pod, node)
         if not status.ok:
             return _failure("Reserve", plugin.name, status)
@@ -358,7 +372,7 @@ def run_unreserve(profile: Profile, handle: BindingHandle, pod: PodInfo, node: s
     they leave is returned as one coroutine, None when there is none."""
     handle.waiting.pop(pod.uid, None)
     pending: list[tuple[str, Undo]] = []
-    for plugin in reversed([p for p in _plugins(profile) if isinstance(p, ReservePlugin)]):
+    for plugin in reversed(implementing(profile, ReservePlugin)):
         try:
             work = plugin.unreserve(handle, pod, node)
         except Exception:  # one plugin's failure must not keep the others from undoing
@@ -381,7 +395,7 @@ def run_permit(profile: Profile, handle: BindingHandle, pod: PodInfo, node: str)
     """RunPermitPlugins: a rejection or error stops it; Waits are gathered into one
     waiting pod, each plugin's timeout capped at Go's 15 minutes."""
     timeouts: dict[str, float] = {}
-    for plugin in (p for p in _plugins(profile) if isinstance(p, PermitPlugin)):
+    for plugin in implementing(profile, PermitPlugin):
         status = plugin.permit(handle, pod, node)
         if status.code == "Wait":
             timeouts[plugin.name] = min(status.timeout, MAX_PERMIT_WAIT)
@@ -424,7 +438,7 @@ def run_pre_bind_pre_flights(
     plugin's Error, in Go's words. Any code but Success and Skip is an error there,
     Unschedulable included."""
     works = False
-    for plugin in (p for p in _plugins(profile) if isinstance(p, PreBindPlugin)):
+    for plugin in implementing(profile, PreBindPlugin):
         status = plugin.pre_bind_pre_flight(handle, pod, node)
         if status.ok:
             works = True
@@ -444,7 +458,7 @@ async def run_pre_bind(
     profile: Profile, handle: BindingHandle, pod: PodInfo, node: str
 ) -> Failure | None:
     """RunPreBindPlugins: in order, the first failure stops it."""
-    for plugin in (p for p in _plugins(profile) if isinstance(p, PreBindPlugin)):
+    for plugin in implementing(profile, PreBindPlugin):
         status = await plugin.pre_bind(handle, pod, node)
         if not status.ok:
             return _failure("PreBind", plugin.name, status)
@@ -453,7 +467,7 @@ async def run_pre_bind(
 
 async def run_post_bind(profile: Profile, handle: BindingHandle, pod: PodInfo, node: str) -> None:
     """RunPostBindPlugins: informational; a failure is logged and changes nothing."""
-    for plugin in (p for p in _plugins(profile) if isinstance(p, PostBindPlugin)):
+    for plugin in implementing(profile, PostBindPlugin):
         try:
             await plugin.post_bind(handle, pod, node)
         except Exception:

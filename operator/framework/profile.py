@@ -6,11 +6,15 @@ kube-scheduler's default profile.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from podium.framework.plugin import ClusterEvent, FilterPlugin, Plugin, ScorePlugin
 
 __all__ = ["DEFAULT_FILTERS", "DEFAULT_SCORES", "Profile"]
+
+T = TypeVar("T")
 
 # kube-scheduler v1.37.2's default profile (default_plugins.go, after its
 # feature gates): its filters and its score plugins with their weights, in the
@@ -92,6 +96,28 @@ class Profile:
     # spec.opportunisticBatching: kube-scheduler's OpportunisticBatching gate (beta, on):
     # a burst's next pod of the same signature tries the last pod's next-best node first.
     opportunistic_batching: bool = True
+    # What ``derived`` worked out from the plugin lists, with the lists it read.
+    _derived: dict[object, tuple[tuple[object, ...], Any]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+
+    def derived(self, key: object, compute: Callable[[], T]) -> T:
+        """``compute()``, worked out again only when a plugin list changed: a cycle asks
+        at every extension point which plugins implement it, and Go's NewFramework builds
+        those lists once per profile. Checking costs a tuple comparison."""
+        plugins = (
+            *self.gates,
+            *self.filters,
+            *self.scores,
+            *self.extensions,
+            *self.post_filters,
+            *self.queueing,
+        )
+        kept = self._derived.get(key)
+        if kept is None or kept[0] != plugins:
+            kept = self._derived[key] = (plugins, compute())
+        value: T = kept[1]
+        return value
 
     def interest(self) -> dict[str, ClusterEvent]:
         """Which cluster events each filter wants, for moving unschedulable pods."""

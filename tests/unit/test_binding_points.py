@@ -446,3 +446,24 @@ def test_the_profile_preemption_switch_takes_its_own_post_filters_out() -> None:
     assert CALLS == ["post_filter example.com/Unschedulableone"] * 2 + [
         "post_filter example.com/Successfound n9"
     ]
+
+
+def test_a_point_picks_its_plugins_again_when_the_list_changes() -> None:
+    """The per-point lists are kept per profile, but never outlive its plugin list."""
+    profile = _profile(_answering("Reserve", ALLOW), _answering("Permit", ALLOW))
+    handle = _handle()
+    CALLS.clear()
+    assert run_reserve(profile, handle, POD, "n1") is None
+    assert CALLS == ["reserve example.com/ReserveSuccess"]
+    profile.extensions.append(_answering("Reserve", REJECT)())
+    CALLS.clear()
+    failure = run_reserve(profile, handle, POD, "n1")
+    assert failure is not None and failure.plugin == "example.com/ReserveUnschedulable"
+    assert CALLS == [
+        "reserve example.com/ReserveSuccess",
+        "reserve example.com/ReserveUnschedulable",
+    ]
+    profile.extensions[:] = [_answering("Permit", ALLOW)()]
+    CALLS.clear()
+    assert run_reserve(profile, handle, POD, "n1") is None
+    assert CALLS == []
