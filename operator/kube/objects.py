@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from podium.kube.quantity import parse_resource_list, whole
-from podium.kube.resources import pod_resources
+from podium.kube.resource_memo import kept_pod_resources
 
 __all__ = [
     "HostPort",
@@ -244,7 +244,10 @@ def _parse_time(value: object) -> float:
 
 
 def _dict(value: object) -> dict[str, Any]:
-    return dict(value) if isinstance(value, Mapping) else {}
+    # A parsed JSON object is a dict: the exact type check skips the ABC's slower one.
+    if type(value) is dict or isinstance(value, Mapping):
+        return dict(value)
+    return {}
 
 
 def _list(value: object) -> list[Any]:
@@ -280,14 +283,28 @@ def _host_ports(spec: Json) -> tuple[HostPort, ...]:
     return tuple(ports)
 
 
+_TOLERATIONS: dict[tuple[str, ...], Toleration] = {}
+_KEPT_TOLERATIONS = 256
+
+
 def parse_toleration(raw: object) -> Toleration:
+    """The toleration, shared with every pod that carries an equal one: most pods carry
+    the same two (the not-ready and unreachable ones admission adds)."""
     item = _dict(raw)
-    return Toleration(
-        key=str(item.get("key") or ""),
-        operator=str(item.get("operator") or ""),
-        value=str(item.get("value") or ""),
-        effect=str(item.get("effect") or ""),
+    fields = (
+        str(item.get("key") or ""),
+        str(item.get("operator") or ""),
+        str(item.get("value") or ""),
+        str(item.get("effect") or ""),
     )
+    kept = _TOLERATIONS.get(fields)
+    if kept is None:
+        key, operator, value, effect = fields
+        kept = Toleration(key=key, operator=operator, value=value, effect=effect)
+        if len(_TOLERATIONS) >= _KEPT_TOLERATIONS:
+            del _TOLERATIONS[next(iter(_TOLERATIONS))]
+        _TOLERATIONS[fields] = kept
+    return kept
 
 
 def normalize_image(name: str) -> str:
@@ -325,7 +342,7 @@ def parse_pod(body: Json) -> PodInfo:
     spec = _dict(body.get("spec"))
     status = _dict(body.get("status"))
     node_name = str(spec.get("nodeName") or "")
-    resources = pod_resources(spec, status, bound=bool(node_name))
+    resources = kept_pod_resources(spec, status, bool(node_name))
     priority = spec.get("priority")
     containers = _list(spec.get("initContainers")) + _list(spec.get("containers"))
     conditions = {
