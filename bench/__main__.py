@@ -54,11 +54,18 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME[,NAME]",
         help="cases to run, as Case or Case/Workload (default: all; see --list)",
     )
-    parser.add_argument(
+    presets = parser.add_mutually_exclusive_group()
+    presets.add_argument(
         "--upstream",
         action="store_true",
         help="scheduler_perf's 5,000-node sizes and the sweep up to 15,000 nodes "
         "(a bare Case means its upstream workload)",
+    )
+    presets.add_argument(
+        "--batching",
+        action="store_true",
+        help="scheduler_perf's batching shapes on 5,000 nodes, in its batching profile, "
+        "batching on and off (docs/batching.md)",
     )
     parser.add_argument(
         "--scale",
@@ -124,7 +131,7 @@ def _list_cases(scale: float) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    preset = "upstream" if args.upstream else DEFAULT_PRESET
+    preset = "upstream" if args.upstream else "batching" if args.batching else DEFAULT_PRESET
     try:
         cases = load_cases()
         select(cases, args.cases, preset)

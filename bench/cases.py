@@ -50,7 +50,7 @@ RUN_LABEL = "podium.bench/run"
 ROLE_LABEL = "podium.bench/role"
 
 DEFAULT_PRESET = "default"
-PRESETS = (DEFAULT_PRESET, "upstream")
+PRESETS = (DEFAULT_PRESET, "upstream", "batching")
 """default: the everyday sizes; upstream: scheduler_perf's performance-labelled sizes."""
 
 Expectation = Literal["bound", "unschedulable"]
@@ -104,6 +104,8 @@ class PodTemplate:
     labels: Mapping[str, str] = field(default_factory=dict)
     spec: Mapping[str, Any] = field(default_factory=dict)
     expect: Expectation = "bound"
+    host_port: int | None = None
+    """A port the pause container asks of its node (scheduler_perf's pod-hostport-80)."""
 
     def manifest(
         self,
@@ -124,6 +126,9 @@ class PodTemplate:
             priority=self.priority,
             extended=extended,
         )
+        if self.host_port is not None:
+            port = {"containerPort": self.host_port, "hostPort": self.host_port}
+            pod["spec"]["containers"][0]["ports"] = [port]
         pod["spec"].update(copy.deepcopy(dict(self.spec)))
         return pod
 
@@ -292,6 +297,10 @@ class Workload:
     init_pods: int
     measure_pods: int
     presets: tuple[str, ...] = (DEFAULT_PRESET,)
+    batching: bool | None = None
+    """None: each scheduler's default profile. True or False: the profile upstream's
+    batching benchmarks use (PodTopologySpread ``defaultingType: List`` with no default
+    constraints, so that pods can be signed), with opportunistic batching on or off."""
 
     def scaled(self, scale: float) -> Workload:
         """Counts multiplied by scale; at least one node and one measured pod remain."""
@@ -347,9 +356,9 @@ _CASE_KEYS = {
     "workloads", "sweep", "dynamicResources", "gang", "backlog", "extendedResource",
 }  # fmt: skip
 _NODE_KEYS = {"cpu", "memory", "pods", "zones", "labels"}
-_TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect"}
+_TEMPLATE_KEYS = {"cpu", "memory", "priority", "labels", "spec", "expect", "hostPort"}
 _CHURN_KEYS = {"mode", "intervalSeconds", "nodes", "pods", "services"}
-_WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods", "presets"}
+_WORKLOAD_KEYS = {"name", "nodes", "initPods", "measurePods", "presets", "batching"}
 _DRA_KEYS = {"devicesPerNode", "driver"}
 _GANG_KEYS = {"size"}
 _EXTENDED_KEYS = {"name", "source", "classes"}
@@ -403,6 +412,11 @@ def _template(name: str, raw: Any, where: str) -> PodTemplate:
     priority = body.get("priority")
     if priority is not None and not isinstance(priority, int):
         raise CaseError(f"{where}.priority: expected an integer")
+    host_port = body.get("hostPort")
+    if host_port is not None and (
+        isinstance(host_port, bool) or not isinstance(host_port, int) or not 0 < host_port < 65536
+    ):
+        raise CaseError(f"{where}.hostPort: expected a port number, 1 to 65535")
     return PodTemplate(
         name=name,
         cpu=None if body.get("cpu", "100m") is None else str(body.get("cpu", "100m")),
@@ -411,6 +425,7 @@ def _template(name: str, raw: Any, where: str) -> PodTemplate:
         labels=_strings(body.get("labels", {}), f"{where}.labels"),
         spec=spec,
         expect=expect,
+        host_port=host_port,
     )
 
 
@@ -512,6 +527,9 @@ def parse_case(raw: Any, source: Path) -> Case:
     workloads = []
     for i, item in enumerate(body["workloads"]):
         w = _mapping(item, f"{where}.workloads[{i}]", _WORKLOAD_KEYS, ("name", "nodes"))
+        batching = w.get("batching")
+        if batching is not None and not isinstance(batching, bool):
+            raise CaseError(f"{where}.workloads[{i}].batching: expected true or false")
         workloads.append(
             Workload(
                 name=str(w["name"]),
@@ -521,6 +539,7 @@ def parse_case(raw: Any, source: Path) -> Case:
                 presets=_presets(
                     w.get("presets", [DEFAULT_PRESET]), f"{where}.workloads[{i}].presets"
                 ),
+                batching=batching,
             )
         )
     backlog = body.get("backlog", False)

@@ -101,6 +101,8 @@ class RunResult:
     correctness: Correctness = field(default_factory=Correctness)
     timeline: list[tuple[float, int]] = field(default_factory=list)
     """(seconds since the first measured create, measured pods bound), from each bind."""
+    batch_attempts: dict[str, int] = field(default_factory=dict)
+    """A batching workload's scheduler_batch_attempts_total at the run's end, by result."""
     log: str = ""
     profile: str = ""
 

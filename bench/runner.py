@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import aiohttp
+import yaml
 
 from podium.devcluster import WORKLOAD_GATES, WORKLOAD_RUNTIME_CONFIG, ControlPlane
 from podium.devcluster.dra import claim_from_template, template_refs
@@ -93,6 +94,13 @@ _SCHEDULING = "/apis/scheduling.k8s.io/v1beta1"
 _CLAIM_TEMPLATE = "bench-claim-template"
 _GROUP_RESOURCE = "resource.k8s.io"
 _GROUP_SCHEDULING = "scheduling.k8s.io"
+# The profile of scheduler_perf's batching benchmarks (batching/scheduler-config-no-topology
+# .yaml): without default spreading constraints a pod can be signed.
+_BATCH_SPREAD = {"defaultingType": "List", "defaultConstraints": []}
+_POLICY_CRD = Path(__file__).parents[1] / "charts/podium/crds/schedulerpolicies.podium.dev.yaml"
+_CRDS = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions"
+_POLICIES = "/apis/podium.dev/v1alpha1/schedulerpolicies"
+_BATCH_POLICY = "bench-podium-batching"
 
 
 @dataclass(slots=True)
@@ -240,15 +248,65 @@ class _Bench:
 
     # -- one run ---------------------------------------------------------------------
 
-    def scheduler(self, label: str, title: str, case: Case) -> BenchScheduler:
+    def scheduler(self, label: str, title: str, case: Case, workload: Workload) -> BenchScheduler:
+        batching = workload.batching is not None
         if label == KUBE:
             # The gate adds GangScheduling to kube-scheduler's profile: in gang cases only.
+            gates = dict(WORKLOAD_GATES) if case.gang else {}
+            if workload.batching is not None:
+                gates["OpportunisticBatching"] = workload.batching
             return KubeSchedulerUnderTest(
-                self.plane, feature_gates=WORKLOAD_GATES if case.gang else None
+                self.plane,
+                feature_gates=gates or None,
+                plugin_config=[{"name": "PodTopologySpread", "args": _BATCH_SPREAD}]
+                if batching
+                else (),
             )
         return PodiumUnderTest(
-            self.plane, self.logs / f"{title}.podium.log", extra_args=self.config.podium_args
+            self.plane,
+            self.logs / f"{title}.podium.log",
+            extra_args=self.config.podium_args,
+            policy_name=_BATCH_POLICY if batching else None,
         )
+
+    async def batching_policy(self, batching: bool) -> None:
+        """Podium's side of the batching profile: the SchedulerPolicy CRD (once) and a
+        policy with PodTopologySpread ``defaultingType: List`` and opportunistic batching
+        on or off, as kube-scheduler's configuration and gate have it."""
+        crd = yaml.safe_load(_POLICY_CRD.read_text())
+        name = crd["metadata"]["name"]
+        crds = "apiextensions.k8s.io/customresourcedefinitions"
+        await self.api.call("POST", _CRDS, request_key("POST", crds), crd, allow=(409,))
+
+        async def established() -> bool:
+            got = await self.api.call("GET", f"{_CRDS}/{name}", request_key("GET", crds))
+            return _condition(got, "Established")
+
+        await _poll(established, 30, "the SchedulerPolicy CRD established")
+        policies = "podium.dev/schedulerpolicies"
+        await self.api.delete(f"{_POLICIES}/{_BATCH_POLICY}", policies)
+        spec = {
+            "schedulerName": _BATCH_POLICY,
+            "pluginArgs": {"podTopologySpread": {"defaultingType": "List"}},
+            "opportunisticBatching": batching,
+        }
+        body = {
+            "apiVersion": "podium.dev/v1alpha1",
+            "kind": "SchedulerPolicy",
+            "metadata": {"name": _BATCH_POLICY},
+            "spec": spec,
+        }
+        await self.api.create(_POLICIES, policies, body)
+
+    async def batching_policy_accepted(self) -> None:
+        """Wait until the started Podium has applied the batching policy."""
+        key = request_key("GET", "podium.dev/schedulerpolicies")
+
+        async def accepted() -> bool:
+            got = await self.api.call("GET", f"{_POLICIES}/{_BATCH_POLICY}", key)
+            return _condition(got, "Accepted")
+
+        await _poll(accepted, 60, "Podium's batching SchedulerPolicy accepted")
 
     async def run(
         self, case: Case, workload: Workload, label: str, seq: int, repeat: int
@@ -260,7 +318,7 @@ class _Bench:
         title = f"{case.name}/{workload.name} {label}"
         if self.config.repeat > 1:
             title += f" #{repeat}"
-        sched = self.scheduler(label, namespace, case)
+        sched = self.scheduler(label, namespace, case, workload)
         result = RunResult(
             case=case.name,
             workload=workload.name,
@@ -347,7 +405,13 @@ class _Bench:
                     await self._create_measured(case, workload, sched, run_id, namespace, tracker)
             else:
                 self.progress.phase("start scheduler")
+                policy = sched.label == PODIUM and workload.batching is not None
+                if policy:
+                    assert workload.batching is not None
+                    await self.batching_policy(workload.batching)
                 await sched.astart()
+                if policy:
+                    await self.batching_policy_accepted()
                 await self._init_phase(case, workload, sched, run_id, namespace, tracker, result)
             if sched.label == PODIUM and self.config.profile and not case.backlog:
                 profiler = PySpy(sched.pid, self.config.out / "profiles" / f"{namespace}.raw")
@@ -361,6 +425,8 @@ class _Bench:
                 result.profile = str(top)
                 profiler = None
             await self._check_unschedulable(case, sched, tracker, churned, result)
+            if workload.batching is not None:
+                result.batch_attempts = batch_attempts(await asyncio.to_thread(sched.metrics_text))
             sample = read_process(sched.pid)
             result.cpu_seconds_total = sample.cpu_seconds
             result.peak_rss_mib = sample.peak_rss_bytes / 2**20
@@ -797,7 +863,23 @@ def _outcome(run: RunResult) -> str:
         "-" if run.cpu_ms_per_pod is None else f"{run.cpu_ms_per_pod:.2f} CPU ms/pod",
         f"correctness {run.correctness.summary()}",
     ]
+    if run.batch_attempts:
+        attempts = " ".join(f"{k}={v}" for k, v in sorted(run.batch_attempts.items()))
+        figures.append(f"batch attempts {attempts}")
     return f"{run.status}, " + ", ".join(figures)
+
+
+def batch_attempts(metrics: str) -> dict[str, int]:
+    """scheduler_batch_attempts_total summed by its result label (over profiles)."""
+    totals: dict[str, int] = {}
+    for line in metrics.splitlines():
+        if not line.startswith("scheduler_batch_attempts_total{"):
+            continue
+        labels, _, value = line.rpartition(" ")
+        found = re.search(r'result="([^"]*)"', labels)
+        if found:
+            totals[found.group(1)] = totals.get(found.group(1), 0) + int(float(value))
+    return totals
 
 
 def _timeline(offsets: Sequence[float], points: int = 400) -> list[tuple[float, int]]:
@@ -922,3 +1004,18 @@ def _emit(stream: TextIO | None, text: str) -> None:
     if stream is not None:
         stream.write(text + "\n")
         stream.flush()
+
+
+def _condition(obj: Any, kind: str) -> bool:
+    """Whether ``obj``'s status has condition ``kind`` with status True."""
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == kind and c.get("status") == "True" for c in conditions)
+
+
+async def _poll(check: Callable[[], Awaitable[bool]], limit: float, what: str) -> None:
+    """Wait until ``check()`` holds; after ``limit`` seconds, a RuntimeError naming ``what``."""
+    deadline = time.monotonic() + limit
+    while not await check():
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"timed out after {limit:.0f}s waiting for {what}")
+        await asyncio.sleep(0.2)

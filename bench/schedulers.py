@@ -10,12 +10,13 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from podium.devcluster import ControlPlane, KubeScheduler
 from podium.devcluster.process import ComponentError, ManagedProcess, free_ports, http_get
@@ -54,6 +55,22 @@ class BenchScheduler(Protocol):
 
     def alive(self) -> bool: ...
 
+    def metrics_text(self) -> str:
+        """Its /metrics, as text."""
+        ...
+
+
+def _scrape(url: str, context: ssl.SSLContext | None) -> str:
+    status, body = http_get(url, None, context)
+    if status != 200:
+        raise ComponentError(f"{url} answered {status}")
+    return body.decode()
+
+
+_NO_VERIFY = ssl.create_default_context()
+_NO_VERIFY.check_hostname = False
+_NO_VERIFY.verify_mode = ssl.CERT_NONE
+
 
 class KubeSchedulerUnderTest:
     """The real kube-scheduler with its default profile under the name bench-kube."""
@@ -65,9 +82,12 @@ class KubeSchedulerUnderTest:
         control_plane: ControlPlane,
         scheduler_name: str = "bench-kube",
         feature_gates: Mapping[str, bool] | None = None,
+        plugin_config: Sequence[Mapping[str, Any]] = (),
     ) -> None:
         self.scheduler_name = scheduler_name
-        self._scheduler = KubeScheduler(control_plane, scheduler_name, feature_gates=feature_gates)
+        self._scheduler = KubeScheduler(
+            control_plane, scheduler_name, feature_gates=feature_gates, plugin_config=plugin_config
+        )
         self.log_path = control_plane.workdir / "logs" / f"kube-scheduler-{scheduler_name}.log"
         self._pid: int | None = None
 
@@ -87,6 +107,9 @@ class KubeSchedulerUnderTest:
         await self._scheduler.astop()
         self._pid = None
 
+    def metrics_text(self) -> str:
+        return _scrape(self._scheduler.metrics_url, _NO_VERIFY)
+
     def alive(self) -> bool:
         return self._pid is not None and Path(f"/proc/{self._pid}").exists()
 
@@ -103,8 +126,11 @@ class PodiumUnderTest:
         scheduler_name: str = "bench-podium",
         extra_args: Sequence[str] = (),
         startup_timeout: float = 120.0,
+        policy_name: str | None = None,
     ) -> None:
-        self.scheduler_name = scheduler_name
+        # The schedulerName the measured pods name: the built-in profile's, or that of a
+        # SchedulerPolicy the harness creates (``policy_name``).
+        self.scheduler_name = policy_name or scheduler_name
         self.log_path = log_path
         self.startup_timeout = startup_timeout
         (self.port,) = free_ports(1)
@@ -147,6 +173,9 @@ class PodiumUnderTest:
 
     def alive(self) -> bool:
         return self._proc.running
+
+    def metrics_text(self) -> str:
+        return _scrape(f"http://127.0.0.1:{self.port}/metrics", None)
 
 
 def py_spy_path() -> str | None:
