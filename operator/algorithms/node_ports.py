@@ -9,7 +9,9 @@ ports in use are looked at.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -24,6 +26,11 @@ from podium.framework.plugin import (
 )
 from podium.framework.registry import register
 from podium.kube.objects import HostPort
+from podium.state.arrays import MaskArray
+from podium.state.rows import RowTracker, same_object, snapshot_cache
+
+if TYPE_CHECKING:
+    from podium.state.snapshot import Snapshot
 
 REASON = "node(s) didn't have free ports for the requested pod ports"
 ANY_IP = "0.0.0.0"
@@ -48,6 +55,99 @@ def conflicts(
     return out
 
 
+PortKey = tuple[str, int]  # (protocol, port number)
+
+
+class PortIndex:
+    """The nodes using each host port, with the IPs bound there, and per port two row
+    masks (bound on any IP; bound on 0.0.0.0), kept up to date row by row as binds and
+    what-if edits rewrite rows. A filter then costs an array lookup per wanted port,
+    where checking each node's ports in Python grew with the nodes already using one."""
+
+    def __init__(self) -> None:
+        self.tracker: RowTracker[Counter[HostPort]] = RowTracker(same_object)
+        self.by_port: dict[PortKey, dict[str, frozenset[str]]] = {}
+        self.any_ip: dict[PortKey, MaskArray] = {}
+        self.wildcard: dict[PortKey, MaskArray] = {}
+        self.row_of: Mapping[str, int] = {}
+        self.rows = 0
+        self.stamp: tuple[int, int] | None = None
+
+    def refresh(self, snapshot: Snapshot) -> None:
+        stamp = (snapshot.version, len(snapshot))
+        if stamp == self.stamp:
+            return
+        self.stamp = stamp
+        renumbered = snapshot.index is not self.row_of or len(snapshot) != self.rows
+        touched: set[tuple[int, PortKey]] = set()
+        for name, old, new in self.tracker.changes(snapshot, snapshot.ports):
+            keys = {_key(p) for p in _in_use(old)} | {_key(p) for p in _in_use(new)}
+            for key in keys:
+                ips = frozenset(p.host_ip or ANY_IP for p in _in_use(new) if _key(p) == key)
+                nodes = self.by_port.setdefault(key, {})
+                if ips:
+                    nodes[name] = ips
+                else:
+                    nodes.pop(name, None)
+                    if not nodes:
+                        del self.by_port[key]
+                if new is not None and not renumbered:
+                    touched.add((snapshot.index[name], key))
+        self.row_of, self.rows = snapshot.index, len(snapshot)
+        if renumbered:
+            self.any_ip.clear()
+            self.wildcard.clear()
+            for key in self.by_port:
+                self._build(key)
+            return
+        for row, key in touched:
+            ips = self.by_port.get(key, {}).get(snapshot.names[row], frozenset())
+            if key not in self.any_ip:
+                self._build(key)
+            self.any_ip[key][row] = bool(ips)
+            self.wildcard[key][row] = ANY_IP in ips
+
+    def _build(self, key: PortKey) -> None:
+        any_ip = np.zeros(self.rows, dtype=bool)
+        wildcard = np.zeros(self.rows, dtype=bool)
+        for name, ips in self.by_port.get(key, {}).items():
+            row = self.row_of[name]
+            any_ip[row] = True
+            wildcard[row] = ANY_IP in ips
+        self.any_ip[key], self.wildcard[key] = any_ip, wildcard
+
+    def conflicting(self, key: PortKey, ip: str) -> MaskArray | None:
+        """Rows where a pod binding ``key`` on ``ip`` collides (CheckConflict); None if
+        no node uses the port."""
+        if key not in self.by_port:
+            return None
+        if ip == ANY_IP:
+            return self.any_ip[key]
+        mask = self.wildcard[key].copy()
+        for name, ips in self.by_port[key].items():
+            if ip in ips:
+                mask[self.row_of[name]] = True
+        return mask
+
+
+def _in_use(ports: Counter[HostPort] | None) -> list[HostPort]:
+    return [p for p, n in ports.items() if n > 0] if ports is not None else []
+
+
+def _key(port: HostPort) -> PortKey:
+    return (port.protocol or "TCP", port.port)
+
+
+def port_index(snapshot: Snapshot) -> PortIndex:
+    """The snapshot's PortIndex, brought up to date (cheap when few rows changed)."""
+    cache = snapshot_cache(snapshot)
+    index = cache.get("ports")
+    if not isinstance(index, PortIndex):
+        index = cache["ports"] = PortIndex()
+    index.refresh(snapshot)
+    return index
+
+
 @register
 class NodePorts(FilterPlugin):
     name = "NodePorts"
@@ -63,11 +163,17 @@ class NodePorts(FilterPlugin):
         wanted = cycle.pod.host_ports
         if not wanted:
             return []
-        snap = cycle.snapshot
-        mask = np.zeros(len(nodes), dtype=bool)
-        for pos in np.flatnonzero(snap.has_ports[nodes]):
-            used = [p for p, n in snap.ports[nodes[pos]].items() if n > 0]
-            mask[pos] = bool(conflicts(wanted, used))
+        index = port_index(cycle.snapshot)
+        rejected: MaskArray | None = None
+        for want in wanted:
+            if want.port <= 0:
+                continue
+            hit = index.conflicting((want.protocol or "TCP", want.port), want.host_ip or ANY_IP)
+            if hit is not None:
+                rejected = hit if rejected is None else rejected | hit
+        if rejected is None:
+            return []
+        mask: MaskArray = rejected[nodes]
         return [Rejection(REASON, mask)] if mask.any() else []
 
     def explain(self, cycle: Cycle, node: int) -> str:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
-from podium.algorithms.node_ports import REASON, NodePorts
-from podium.framework.plugin import ClusterEvent
+from podium.algorithms.node_ports import REASON, NodePorts, conflicts
+from podium.framework.plugin import ClusterEvent, Cycle
+from podium.kube.objects import PodInfo, parse_node, parse_pod
+from podium.state.cache import Cache
+from podium.state.snapshot import Snapshot
 
 from .conftest import explain, node, on, pod, run_filter, snapshot, unresolvable
 
@@ -127,3 +131,64 @@ def test_rejection_is_resolvable_and_explained() -> None:
 def test_metadata() -> None:
     assert NodePorts.description
     assert NodePorts.events == ClusterEvent.NODE_ADD | ClusterEvent.ASSIGNED_POD_DELETE
+
+
+PORTS = [
+    port(80),
+    port(80, ip="10.0.0.1"),
+    port(80, ip="10.0.0.2"),
+    port(80, "UDP"),
+    port(443),
+    port(443, ip="0.0.0.0"),
+    port(53, "UDP", "10.0.0.1"),
+]
+
+
+def _brute_force(snap: Snapshot, wanted: PodInfo) -> list[bool]:
+    return [
+        bool(conflicts(wanted.host_ports, [p for p, n in snap.ports[row].items() if n > 0]))
+        for row in range(len(snap))
+    ]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_kept_port_index_answers_as_each_nodes_ports_do(seed: int) -> None:
+    """One snapshot through binds, removals, nodes joining and leaving, and what-if
+    edits: after every step the filter agrees with checking each node's ports."""
+    rng = random.Random(seed)
+    cache = Cache()
+    names = [f"n{i}" for i in range(8)]
+    for name in names:
+        cache.add_node(parse_node(node(name)))
+    snap = Snapshot()
+    plugin = NodePorts()
+    bound: list[PodInfo] = []
+    for step in range(120):
+        choice = rng.random()
+        if choice < 0.45 or not bound:
+            body = on(rng.choice(names), pod(f"p{step}", ports=rng.sample(PORTS, 2)))
+            bound.append(parse_pod(body))
+            cache.add_pod(bound[-1])
+        elif choice < 0.7:
+            cache.remove_pod(bound.pop(rng.randrange(len(bound))).uid)
+        elif choice < 0.8:
+            name = f"x{step}"
+            names.append(name)
+            cache.add_node(parse_node(node(name)))
+        elif choice < 0.85 and len(names) > 2:
+            gone = names.pop(rng.randrange(len(names)))
+            cache.remove_node(gone)
+            bound = [p for p in bound if cache.pods.get(p.uid) is not None]
+        snap.update(cache)
+        wanted = parse_pod(pod("new", ports=rng.sample(PORTS, rng.randint(1, 2))))
+        backup = None
+        if choice >= 0.85 and len(snap):  # a what-if edit, as preemption makes
+            row = rng.randrange(len(snap))
+            extra = parse_pod(on(snap.names[row], pod(f"e{step}", ports=[rng.choice(PORTS)])))
+            backup = (row, snap.edit_row(row, add=[extra]))
+        cycle = Cycle(wanted, snap)
+        rejected = plugin.filter(cycle, snap.all_nodes())
+        got = rejected[0].mask.tolist() if rejected else [False] * len(snap)
+        assert got == _brute_force(snap, wanted), f"step {step}"
+        if backup is not None:
+            snap.restore_row(*backup)
