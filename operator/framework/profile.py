@@ -96,9 +96,10 @@ class Profile:
     # spec.opportunisticBatching: kube-scheduler's OpportunisticBatching gate (beta, on):
     # a burst's next pod of the same signature tries the last pod's next-best node first.
     opportunistic_batching: bool = True
-    # What ``derived`` worked out from the plugin lists, with the lists it read.
+    # What ``derived`` worked out from the plugin lists, with the lists it read; a
+    # profile made by dataclasses.replace starts its own.
     _derived: dict[object, tuple[tuple[object, ...], Any]] = field(
-        default_factory=dict, compare=False, repr=False
+        default_factory=dict, init=False, compare=False, repr=False
     )
 
     def derived(self, key: object, compute: Callable[[], T]) -> T:
