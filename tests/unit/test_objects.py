@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from podium.kube.objects import parse_node, parse_pod
+from podium.kube.objects import Toleration, parse_node, parse_pod, parse_toleration
 from podium.kube.resources import DEFAULT_MEMORY_REQUEST, DEFAULT_MILLI_CPU_REQUEST
 from tests.unit.builders import node, pod
 
@@ -64,3 +64,15 @@ def test_garbage_shapes_do_not_raise() -> None:
     for body in ({}, {"metadata": None}, {"spec": {"containers": "x"}}, {"spec": []}):
         parse_pod(body)  # type: ignore[arg-type]
         parse_node(body)  # type: ignore[arg-type]
+
+
+def test_equal_tolerations_are_one_object_and_keep_their_values() -> None:
+    raw = {"key": "k", "operator": "Equal", "value": "v", "effect": "NoSchedule"}
+    first, second = parse_toleration(raw), parse_toleration(dict(raw))
+    assert first is second
+    assert first == Toleration(key="k", operator="Equal", value="v", effect="NoSchedule")
+    other = parse_toleration({**raw, "value": "w"})
+    assert other is not first and other.value == "w"
+    assert parse_toleration({"operator": "Exists", "tolerationSeconds": 300}) == Toleration(
+        key="", operator="Exists", value="", effect=""
+    )
