@@ -31,7 +31,7 @@ from podium.framework.plugin import (
 )
 from podium.framework.registry import register
 from podium.kube.objects import PodInfo, normalize_image
-from podium.state.rows import RowTracker, same_object, snapshot_cache
+from podium.state.rows import RowTracker, kept_index, same_object
 
 if TYPE_CHECKING:
     from podium.kube.objects import NodeInfo
@@ -85,12 +85,7 @@ class ImageIndex:
 
 
 def image_index(snapshot: Snapshot) -> ImageIndex:
-    cache = snapshot_cache(snapshot)
-    index = cache.get("images")
-    if not isinstance(index, ImageIndex):
-        index = cache["images"] = ImageIndex()
-    index.refresh(snapshot)
-    return index
+    return kept_index(snapshot, "images", ImageIndex)
 
 
 def pod_images(pod: PodInfo) -> tuple[list[str], int]:

@@ -21,7 +21,7 @@ import numpy as np
 
 from podium.framework.plugin import ClusterEvent, Cycle, FilterPlugin, IndexArray, Rejection
 from podium.framework.registry import register
-from podium.state.rows import RowTracker, same_pods, snapshot_cache
+from podium.state.rows import RowTracker, kept_index, same_pods
 
 if TYPE_CHECKING:
     from podium.kube.objects import PodInfo
@@ -108,12 +108,7 @@ class DiskIndex:
 
 
 def disk_index(snapshot: Snapshot) -> DiskIndex:
-    cache = snapshot_cache(snapshot)
-    index = cache.get("disks")
-    if not isinstance(index, DiskIndex):
-        index = cache["disks"] = DiskIndex()
-    index.refresh(snapshot)
-    return index
+    return kept_index(snapshot, "disks", DiskIndex)
 
 
 @register

@@ -27,7 +27,7 @@ from podium.framework.plugin import (
 from podium.framework.registry import register
 from podium.kube.objects import HostPort
 from podium.state.arrays import MaskArray
-from podium.state.rows import RowTracker, same_object, snapshot_cache
+from podium.state.rows import RowTracker, kept_index, same_object
 
 if TYPE_CHECKING:
     from podium.state.snapshot import Snapshot
@@ -81,9 +81,9 @@ class PortIndex:
         renumbered = snapshot.index is not self.row_of or len(snapshot) != self.rows
         touched: set[tuple[int, PortKey]] = set()
         for name, old, new in self.tracker.changes(snapshot, snapshot.ports):
-            keys = {_key(p) for p in _in_use(old)} | {_key(p) for p in _in_use(new)}
-            for key in keys:
-                ips = frozenset(p.host_ip or ANY_IP for p in _in_use(new) if _key(p) == key)
+            used = _in_use(new)
+            for key in {_key(p) for p in _in_use(old)} | {_key(p) for p in used}:
+                ips = frozenset(p.host_ip or ANY_IP for p in used if _key(p) == key)
                 nodes = self.by_port.setdefault(key, {})
                 if ips:
                     nodes[name] = ips
@@ -140,12 +140,7 @@ def _key(port: HostPort) -> PortKey:
 
 def port_index(snapshot: Snapshot) -> PortIndex:
     """The snapshot's PortIndex, brought up to date (cheap when few rows changed)."""
-    cache = snapshot_cache(snapshot)
-    index = cache.get("ports")
-    if not isinstance(index, PortIndex):
-        index = cache["ports"] = PortIndex()
-    index.refresh(snapshot)
-    return index
+    return kept_index(snapshot, "ports", PortIndex)
 
 
 @register
@@ -168,7 +163,7 @@ class NodePorts(FilterPlugin):
         for want in wanted:
             if want.port <= 0:
                 continue
-            hit = index.conflicting((want.protocol or "TCP", want.port), want.host_ip or ANY_IP)
+            hit = index.conflicting(_key(want), want.host_ip or ANY_IP)
             if hit is not None:
                 rejected = hit if rejected is None else rejected | hit
         if rejected is None:

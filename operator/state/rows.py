@@ -12,7 +12,7 @@ import weakref
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import repeat
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -33,6 +33,24 @@ def snapshot_cache(snapshot: Snapshot) -> dict[str, Any]:
     if cache is None:
         cache = _CACHES[snapshot] = {}
     return cache
+
+
+class _Refreshed(Protocol):
+    def refresh(self, snapshot: Snapshot) -> None: ...
+
+
+X = TypeVar("X", bound=_Refreshed)
+
+
+def kept_index(snapshot: Snapshot, key: str, make: type[X]) -> X:
+    """The index a plugin keeps for ``snapshot`` under ``key`` (made by ``make()`` on
+    first use), brought up to date by its ``refresh``."""
+    cache = snapshot_cache(snapshot)
+    index = cache.get(key)
+    if not isinstance(index, make):
+        index = cache[key] = make()
+    index.refresh(snapshot)
+    return index
 
 
 @dataclass(frozen=True, slots=True)
